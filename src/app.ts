@@ -1,0 +1,77 @@
+import Fastify, { type FastifyInstance } from 'fastify'
+import type { DestinationStream } from 'pino'
+import type { AccessTokens } from './auth/tokens.js'
+import type { Config } from './config.js'
+import { shuttingDown } from './errors.js'
+import { docsRoutes, openApiDocument } from './http/docs.js'
+import { clientError, errorEnvelope, frameworkError, sendError } from './http/error-envelope.js'
+import { healthRoutes } from './http/health.js'
+import { jsonBody } from './http/json-body.js'
+import { CompletedRequestLog, logRedaction } from './http/request-log.js'
+import { requestIdFor, requestIdHeader } from './http/request-id.js'
+import { plantsRoutes } from './http/plants.js'
+import { validation } from './http/validation.js'
+import type { PlantStore } from './store/plant-store.js'
+import { SERVICE_VERSION } from './version.js'
+
+export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'>
+
+export interface AppDependencies {
+  readonly store: PlantStore
+  readonly accessTokens: AccessTokens
+  /** Where log lines go; standard output when absent. */
+  readonly logStream?: DestinationStream
+}
+
+/**
+ * Builds the whole service: every Fastify option and every plugin, in boot order. Tests build it with
+ * `inject`; `server.ts` builds it and listens. Closing the app closes the store.
+ */
+export async function buildApp (config: AppConfig, dependencies: AppDependencies): Promise<FastifyInstance> {
+  const { store, accessTokens, logStream } = dependencies
+
+  const app = Fastify({
+    logger: {
+      level: config.logLevel,
+      redact: logRedaction,
+      ...(logStream !== undefined
+        ? { stream: logStream }
+        : config.prettyLogs ? { transport: { target: 'pino-pretty' } } : {})
+    },
+    logController: new CompletedRequestLog(),
+    bodyLimit: config.bodyLimit,
+    requestIdHeader: false,
+    genReqId: requestIdFor,
+    return503OnClosing: false,
+    frameworkErrors: frameworkError,
+    clientErrorHandler: clientError,
+    connectionTimeout: 60_000,
+    keepAliveTimeout: 72_000,
+    requestTimeout: 30_000,
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 }
+  })
+
+  await app.register(requestIdHeader)
+  await app.register(errorEnvelope)
+  await app.register(jsonBody)
+  await app.register(validation)
+  await app.register(openApiDocument, { version: SERVICE_VERSION })
+
+  let closing = false
+  app.addHook('preClose', async () => { closing = true })
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (closing) {
+      sendError(reply, shuttingDown())
+      return
+    }
+    done()
+  })
+  app.addHook('onClose', async () => { await store.close() })
+
+  await app.register(healthRoutes, { store })
+  await app.register(docsRoutes)
+  await app.register(plantsRoutes, { store, accessTokens })
+
+  await app.ready()
+  return app
+}

@@ -1,0 +1,89 @@
+import { parseTokenList } from './auth/tokens.js'
+
+/**
+ * Configuration comes from environment variables only, and this is the only module that reads them.
+ * Every variable is validated at start-up; a bad one stops the start with one line naming it.
+ */
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+export type LogLevel = typeof LOG_LEVELS[number]
+
+export interface Config {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: string
+  /** SHA-256 digests of the accepted tokens; empty means "use the generated token". */
+  readonly tokenDigests: readonly Buffer[]
+  readonly logLevel: LogLevel
+  readonly bodyLimit: number
+  /** Human-readable logs (pino-pretty) when standard output is a terminal; JSON lines otherwise. */
+  readonly prettyLogs: boolean
+}
+
+export class ConfigError extends Error {
+  constructor (readonly variable: string, rule: string) {
+    super(`${variable} ${rule}`)
+    this.name = 'ConfigError'
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>
+
+export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout.isTTY === true): Config {
+  return Object.freeze({
+    port: integerVariable(env, 'PORT', 3000, 0, 65535),
+    host: hostVariable(env),
+    databaseUrl: databaseUrlVariable(env),
+    tokenDigests: Object.freeze(tokensVariable(env)),
+    logLevel: logLevelVariable(env),
+    bodyLimit: integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024),
+    prettyLogs: stdoutIsTty
+  })
+}
+
+function valueOf (env: Env, name: string): string | undefined {
+  const value = env[name]
+  return value === undefined || value === '' ? undefined : value
+}
+
+function integerVariable (env: Env, name: string, fallback: number, min: number, max: number): number {
+  const text = valueOf(env, name)
+  if (text === undefined) return fallback
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`)
+  }
+  return value
+}
+
+function hostVariable (env: Env): string {
+  const host = valueOf(env, 'HOST') ?? '127.0.0.1'
+  if (!/^[\w.:-]+$/.test(host)) {
+    throw new ConfigError('HOST', `must be a host name or IP address, got ${JSON.stringify(host)}`)
+  }
+  return host
+}
+
+function databaseUrlVariable (env: Env): string {
+  const url = valueOf(env, 'DATABASE_URL') ?? 'sqlite:./data/plantstore.db'
+  if (url === 'memory:' || (url.startsWith('sqlite:') && url.length > 'sqlite:'.length)) return url
+  throw new ConfigError('DATABASE_URL', 'must be "memory:" or "sqlite:<file path>"')
+}
+
+function tokensVariable (env: Env): Buffer[] {
+  const text = valueOf(env, 'PLANTSTORE_TOKENS')
+  if (text === undefined) return []
+  try {
+    return parseTokenList(text)
+  } catch (error) {
+    throw new ConfigError('PLANTSTORE_TOKENS', (error as Error).message)
+  }
+}
+
+function logLevelVariable (env: Env): LogLevel {
+  const level = valueOf(env, 'LOG_LEVEL') ?? 'info'
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`)
+  }
+  return level as LogLevel
+}

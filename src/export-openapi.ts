@@ -1,0 +1,20 @@
+import { writeFile } from 'node:fs/promises'
+import { buildApp } from './app.js'
+import { AccessTokens, digestToken } from './auth/tokens.js'
+import { openMemoryStore } from './store/memory.js'
+
+/** `npm run openapi`: writes the document the app serves to openapi/openapi.json. */
+async function renderOpenApiDocument (): Promise<string> {
+  const app = await buildApp(
+    { bodyLimit: 16384, logLevel: 'silent', prettyLogs: false },
+    { store: openMemoryStore(), accessTokens: new AccessTokens([digestToken('unused')]) })
+  try {
+    return `${JSON.stringify(app.swagger(), null, 2)}\n`
+  } finally {
+    await app.close()
+  }
+}
+
+const target = new URL('../openapi/openapi.json', import.meta.url)
+await writeFile(target, await renderOpenApiDocument())
+process.stdout.write(`wrote ${target.pathname}\n`)

@@ -1,0 +1,85 @@
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import {
+  bodyTooLarge, headersTooLarge, internalError, malformedHttp, PlantstoreError, requestTimeout,
+  routeNotFound, StoreUnavailableError, storeUnavailable, unsupportedMediaType
+} from '../errors.js'
+import { REQUEST_ID_HEADER } from './request-id.js'
+
+/**
+ * Turns every failure, from every layer, into the `Error` body `{error, message}` with `error` equal
+ * to the status and the request id in `x-request-id`. 5xx messages never carry internals: the error
+ * itself is logged under the request id the message names.
+ */
+export const errorEnvelope = fp(async function errorEnvelope (app: FastifyInstance) {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const envelope = toPlantstoreError(error, request)
+    if (envelope.statusCode >= 500) {
+      request.log.error({ err: error }, envelope.message)
+    }
+    sendError(reply, envelope)
+  })
+
+  app.setNotFoundHandler((request, reply) => {
+    sendError(reply, routeNotFound(request.method, request.url.split('?', 1)[0] ?? request.url))
+  })
+}, { name: 'error-envelope' })
+
+export function sendError (reply: FastifyReply, error: PlantstoreError): FastifyReply {
+  return reply
+    .code(error.statusCode)
+    .headers(error.headers)
+    .header(REQUEST_ID_HEADER, reply.request.id)
+    .type('application/json; charset=utf-8')
+    .send({ error: error.statusCode, message: error.message })
+}
+
+function toPlantstoreError (error: FastifyError, request: FastifyRequest): PlantstoreError {
+  if (error instanceof PlantstoreError) return error
+  if (error instanceof StoreUnavailableError) return storeUnavailable(request.id)
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return bodyTooLarge(request.routeOptions.bodyLimit)
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return unsupportedMediaType('Content-Type must be application/json')
+  }
+  const status = error.statusCode ?? 500
+  if (status >= 400 && status < 500) {
+    return new PlantstoreError(error.code ?? 'PLANTSTORE_BAD_REQUEST', status, error.message)
+  }
+  return internalError(request.id)
+}
+
+/**
+ * Fastify's `frameworkErrors`: the router's own 400 for a URL that cannot be decoded. No hook has run
+ * yet, so this is the only place that can answer it.
+ */
+export function frameworkError (error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  sendError(reply, new PlantstoreError(error.code, error.statusCode ?? 400, 'the request URL is malformed'))
+}
+
+/**
+ * Node's `clientError`: the HTTP parser refused the request before Fastify saw it (malformed request
+ * line, oversized headers, a request that took too long). Answers on the raw socket, then closes it.
+ */
+export function clientError (error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const envelope = error.code === 'HPE_HEADER_OVERFLOW'
+    ? headersTooLarge()
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? requestTimeout() : malformedHttp()
+  if (socket.writable) {
+    const body = JSON.stringify({ error: envelope.statusCode, message: envelope.message })
+    socket.write(
+      `HTTP/1.1 ${envelope.statusCode} ${STATUS_CODES[envelope.statusCode] ?? ''}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      `${REQUEST_ID_HEADER}: ${randomUUID()}\r\n` +
+      'Connection: close\r\n\r\n' +
+      body
+    )
+  }
+  socket.destroy()
+}

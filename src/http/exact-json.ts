@@ -1,0 +1,175 @@
+import secureJson from 'secure-json-parse'
+
+/**
+ * JSON.parse, except that no integer loses digits: a number whose exact value is an integer outside
+ * ±(2^53 − 1) becomes a `bigint`. Objects follow JSON.parse semantics (the last repeated key wins) and
+ * Fastify's prototype-poisoning rules (`__proto__`, `constructor.prototype` are refused).
+ *
+ * Node 20's JSON.parse offers no access to a number's source text, and the parsers that keep big
+ * integers either refuse repeated keys (lossless-json) or mis-read long decimals (json-bigint), so the
+ * exact path is a small recursive-descent parser. It only runs when the text could hold such a number.
+ */
+export function parseExactJson (text: string): unknown {
+  if (!MAY_HOLD_UNSAFE_NUMBER.test(text)) {
+    return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+  }
+  return new ExactJsonParser(text).parseDocument()
+}
+
+/**
+ * A number literal with at most 15 significant digits and no exponent is a double that keeps its exact
+ * value and integrality. Anything longer, or with an exponent, takes the exact path (so may a string
+ * that merely looks like one: that costs time, never correctness).
+ */
+const MAY_HOLD_UNSAFE_NUMBER = /[\d.]{16}|\d[eE]/
+
+export class JsonSyntaxError extends Error {}
+
+const MAX_NESTING = 512
+const NUMBER_LITERAL = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+const NUMBER_PARTS = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+// Integers with more digits than this are far outside int64; they need not be built exactly.
+const MAX_EXACT_DIGITS = 40
+
+function exactNumber (literal: string): number | bigint {
+  const [, sign = '', whole = '', fraction = '', exponentText = '0'] = NUMBER_PARTS.exec(literal) ?? []
+  let digits = (whole + fraction).replace(/^0+/, '')
+  let exponent = Number(exponentText) - fraction.length
+  while (exponent < 0 && digits.endsWith('0')) {
+    digits = digits.slice(0, -1)
+    exponent++
+  }
+  if (digits === '') return sign === '-' ? -0 : 0
+  if (exponent < 0) {
+    const nearest = Number(literal)
+    // The exact value is not an integer, but its nearest double may be: keep it out of every integer rule.
+    return Number.isInteger(nearest) ? Number.NaN : nearest
+  }
+  if (digits.length + exponent > MAX_EXACT_DIGITS) return sign === '-' ? -Infinity : Infinity
+  const value = BigInt(sign + digits) * 10n ** BigInt(exponent)
+  return value >= -MAX_SAFE && value <= MAX_SAFE ? Number(value) : value
+}
+
+class ExactJsonParser {
+  private position = 0
+
+  constructor (private readonly text: string) {}
+
+  parseDocument (): unknown {
+    const value = this.parseValue(0)
+    this.skipWhitespace()
+    if (this.position !== this.text.length) this.fail('unexpected text after the JSON value')
+    return value
+  }
+
+  private parseValue (depth: number): unknown {
+    if (depth > MAX_NESTING) this.fail(`nesting deeper than ${MAX_NESTING} levels`)
+    this.skipWhitespace()
+    const char = this.text[this.position]
+    switch (char) {
+      case '{': return this.parseObject(depth)
+      case '[': return this.parseArray(depth)
+      case '"': return this.parseString()
+      case 't': return this.parseLiteral('true', true)
+      case 'f': return this.parseLiteral('false', false)
+      case 'n': return this.parseLiteral('null', null)
+      default: return this.parseNumber()
+    }
+  }
+
+  private parseObject (depth: number): Record<string, unknown> {
+    const object: Record<string, unknown> = {}
+    this.position++
+    this.skipWhitespace()
+    if (this.text[this.position] === '}') {
+      this.position++
+      return object
+    }
+    for (;;) {
+      this.skipWhitespace()
+      if (this.text[this.position] !== '"') this.fail('expected a property name')
+      const key = this.parseString()
+      this.skipWhitespace()
+      this.expect(':')
+      const value = this.parseValue(depth + 1)
+      if (key === '__proto__') throw new SyntaxError('Object contains forbidden prototype property')
+      if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')) {
+        throw new SyntaxError('Object contains forbidden prototype property')
+      }
+      object[key] = value
+      this.skipWhitespace()
+      if (this.text[this.position] === ',') {
+        this.position++
+        continue
+      }
+      this.expect('}')
+      return object
+    }
+  }
+
+  private parseArray (depth: number): unknown[] {
+    const array: unknown[] = []
+    this.position++
+    this.skipWhitespace()
+    if (this.text[this.position] === ']') {
+      this.position++
+      return array
+    }
+    for (;;) {
+      array.push(this.parseValue(depth + 1))
+      this.skipWhitespace()
+      if (this.text[this.position] === ',') {
+        this.position++
+        continue
+      }
+      this.expect(']')
+      return array
+    }
+  }
+
+  private parseString (): string {
+    const start = this.position
+    let end = start + 1
+    for (;;) {
+      const char = this.text[end]
+      if (char === undefined) this.fail('unterminated string')
+      if (char === '"') break
+      end += char === '\\' ? 2 : 1
+    }
+    this.position = end + 1
+    // JSON.parse decodes the escapes and refuses raw control characters, exactly as on the fast path.
+    return JSON.parse(this.text.slice(start, this.position)) as string
+  }
+
+  private parseNumber (): number | bigint {
+    NUMBER_LITERAL.lastIndex = this.position
+    const match = NUMBER_LITERAL.exec(this.text)
+    if (match === null) this.fail('unexpected character')
+    this.position += match[0].length
+    return exactNumber(match[0])
+  }
+
+  private parseLiteral<T> (word: string, value: T): T {
+    if (!this.text.startsWith(word, this.position)) this.fail('unexpected character')
+    this.position += word.length
+    return value
+  }
+
+  private expect (char: string): void {
+    if (this.text[this.position] !== char) this.fail(`expected '${char}'`)
+    this.position++
+  }
+
+  private skipWhitespace (): void {
+    for (;;) {
+      const char = this.text[this.position]
+      if (char !== ' ' && char !== '\t' && char !== '\n' && char !== '\r') return
+      this.position++
+    }
+  }
+
+  private fail (reason: string): never {
+    throw new JsonSyntaxError(`${reason} at position ${this.position}`)
+  }
+}

@@ -1,0 +1,35 @@
+import type { FastifyInstance } from 'fastify'
+import type { PlantStore } from '../store/plant-store.js'
+import { ErrorBody, Health, ref } from '../schemas.js'
+import { allowOnly } from './method-not-allowed.js'
+
+/** `/healthz`: the process serves HTTP. `/readyz`: and its store answers. Neither needs a token. */
+export async function healthRoutes (app: FastifyInstance, options: { store: PlantStore }): Promise<void> {
+  const { store } = options
+
+  app.get('/healthz', {
+    schema: {
+      operationId: 'getLiveness',
+      summary: 'Liveness probe',
+      description: 'Answers 200 while the process can serve HTTP. Needs no token.',
+      tags: ['operations'],
+      response: { 200: ref(Health) }
+    }
+  }, async () => ({ status: 'ok' as const }))
+
+  app.get('/readyz', {
+    schema: {
+      operationId: 'getReadiness',
+      summary: 'Readiness probe',
+      description: 'Answers 200 when the store answers, 503 with `Retry-After` when it does not. Needs no token.',
+      tags: ['operations'],
+      response: { 200: ref(Health), 503: ref(ErrorBody) }
+    }
+  }, async () => {
+    await store.ping()
+    return { status: 'ok' as const }
+  })
+
+  allowOnly(app, '/healthz', ['GET'])
+  allowOnly(app, '/readyz', ['GET'])
+}

@@ -1,0 +1,58 @@
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from './app.js'
+import { resolveAccessTokens } from './auth/tokens.js'
+import { ConfigError, loadConfig } from './config.js'
+import { openStore } from './store/open-store.js'
+
+/** How long a graceful stop may take before the process gives up on in-flight work. */
+const SHUTDOWN_DEADLINE_MS = 8_000
+
+async function main (): Promise<void> {
+  const config = loadConfig()
+  const store = await openStore(config.databaseUrl)
+  const { accessTokens, generatedToken } = await resolveAccessTokens(config.tokenDigests, store)
+  const app = await buildApp(config, { store, accessTokens })
+  stopGracefullyOnSignals(app)
+  const address = await app.listen({ port: config.port, host: config.host })
+  if (generatedToken !== undefined) announceGeneratedToken(generatedToken, address)
+}
+
+function stopGracefullyOnSignals (app: FastifyInstance): void {
+  const stop = (signal: NodeJS.Signals) => {
+    app.log.info({ signal }, 'stopping: finishing in-flight requests')
+    setTimeout(() => {
+      app.log.error('graceful stop took too long; exiting')
+      process.exit(1)
+    }, SHUTDOWN_DEADLINE_MS).unref()
+    app.close().then(
+      () => { process.exitCode = 0 },
+      (error: unknown) => {
+        app.log.error({ err: error }, 'error while stopping')
+        process.exitCode = 1
+      })
+  }
+  process.once('SIGTERM', stop)
+  process.once('SIGINT', stop)
+}
+
+function announceGeneratedToken (token: string, address: string): void {
+  process.stderr.write([
+    '',
+    'No PLANTSTORE_TOKENS configured: plantstore generated this access token. It is shown only now;',
+    'only its SHA-256 digest is stored, and later starts on the same database keep accepting it.',
+    '',
+    `  ${token}`,
+    '',
+    'Try it:',
+    `  curl -i -H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json' \\`,
+    `    -d '{"id":1,"name":"Monstera deliciosa","tag":"tropical"}' ${address}/plants`,
+    '',
+    ''
+  ].join('\n'))
+}
+
+main().catch((error: unknown) => {
+  const reason = error instanceof ConfigError ? `configuration error: ${error.message}` : String(error)
+  process.stderr.write(`plantstore could not start: ${reason}\n`)
+  process.exit(1)
+})

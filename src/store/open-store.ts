@@ -1,0 +1,23 @@
+import type { PlantStore } from './plant-store.js'
+
+/**
+ * Opens the store a `DATABASE_URL` names. The scheme picks the adapter; each adapter's driver is
+ * imported only when that backend is chosen.
+ */
+export async function openStore (databaseUrl: string): Promise<PlantStore> {
+  if (databaseUrl === 'memory:') {
+    const { openMemoryStore } = await import('./memory.js')
+    return openMemoryStore()
+  }
+  if (databaseUrl.startsWith('sqlite:')) {
+    const { openSqliteStore } = await import('./sqlite.js')
+    return openSqliteStore(sqliteFilePath(databaseUrl))
+  }
+  throw new Error(`unsupported DATABASE_URL scheme in ${JSON.stringify(databaseUrl.split(':')[0])}`)
+}
+
+/** `sqlite:./data/plantstore.db` → `./data/plantstore.db`; `sqlite:///var/x.db` → `/var/x.db`. */
+export function sqliteFilePath (databaseUrl: string): string {
+  const rest = databaseUrl.slice('sqlite:'.length)
+  return rest.startsWith('//') ? rest.slice(2) : rest
+}

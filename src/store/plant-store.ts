@@ -1,0 +1,44 @@
+/**
+ * The storage port: everything the HTTP layer needs from a backend. Adapters (memory, SQLite,
+ * PostgreSQL) implement it; routes and the app depend only on this file.
+ *
+ * Ids cross the port as `bigint` so every int64 is exact on every backend.
+ */
+
+export interface PlantRecord {
+  readonly id: bigint
+  readonly name: string
+  /** Absent when the plant was created without a tag; an empty tag is a different value. */
+  readonly tag?: string
+}
+
+export type CreateOutcome =
+  /** The plant did not exist and is now durably committed. */
+  | { readonly status: 'created', readonly plant: PlantRecord }
+  /** The same id, name and tag were already stored (a client retry); nothing changed. */
+  | { readonly status: 'replayed', readonly plant: PlantRecord }
+  /** The id is taken by a plant with another name or tag, which `existing` holds; nothing changed. */
+  | { readonly status: 'conflict', readonly existing: PlantRecord }
+
+export interface PlantStore {
+  /** Which backend this is, for logs and the readiness probe. */
+  readonly backend: 'memory' | 'sqlite' | 'postgres'
+  /**
+   * Creates the plant unless its id is taken. Resolves only once a created plant is durably committed.
+   * Rejects with StoreUnavailableError when the database cannot serve the request right now.
+   */
+  create (plant: PlantRecord): Promise<CreateOutcome>
+  /**
+   * Stores `digest` as the service's generated access token unless one is stored already, and resolves
+   * with the digest that is stored afterwards (this one, or the one another start stored before).
+   */
+  ensureGeneratedTokenDigest (digest: Buffer): Promise<Buffer>
+  /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
+  ping (): Promise<void>
+  /** Finishes pending work and releases the database. */
+  close (): Promise<void>
+}
+
+export function samePlant (a: PlantRecord, b: PlantRecord): boolean {
+  return a.id === b.id && a.name === b.name && a.tag === b.tag
+}

@@ -1,0 +1,104 @@
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database, { SqliteError } from 'better-sqlite3'
+import { StoreUnavailableError } from '../errors.js'
+import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
+import { sqliteMigrations } from './migrations/sqlite.js'
+import { samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+
+export interface SqliteOptions {
+  /** How long a write waits for another connection's lock before the request gets a 503. */
+  readonly busyTimeoutMs?: number
+}
+
+interface PlantRow { id: bigint, name: string, tag: string | null }
+
+/** Error codes that mean "not now" rather than "never": the request may succeed when retried. */
+const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
+
+/**
+ * The embedded default store: one SQLite file in WAL mode with synchronous=FULL, so a commit has
+ * reached the disk (fsync of the WAL) before `create` resolves. Integers are read as `bigint`.
+ */
+export function openSqliteStore (file: string, options: SqliteOptions = {}): PlantStore {
+  mkdirSync(dirname(file), { recursive: true })
+  const db = new Database(file)
+  try {
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = FULL')
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    db.defaultSafeIntegers(true)
+    migrate(db)
+  } catch (error) {
+    db.close()
+    throw error
+  }
+
+  const insertPlant = db.prepare<[bigint, string, string | null]>(
+    'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
+  const selectPlant = db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?')
+  const insertTokenDigest = db.prepare<[Buffer, string]>(
+    'INSERT INTO generated_access_token (singleton, sha256, created_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING')
+  const selectTokenDigest = db.prepare<[], { sha256: Buffer }>(
+    'SELECT sha256 FROM generated_access_token WHERE singleton = 1')
+  const selectOne = db.prepare('SELECT 1')
+
+  const createPlant = db.transaction((plant: PlantRecord): CreateOutcome => {
+    if (insertPlant.run(plant.id, plant.name, plant.tag ?? null).changes === 1) {
+      return { status: 'created', plant }
+    }
+    const existing = toRecord(selectPlant.get(plant.id) as PlantRow)
+    return samePlant(existing, plant)
+      ? { status: 'replayed', plant: existing }
+      : { status: 'conflict', existing }
+  })
+
+  const ensureTokenDigest = db.transaction((digest: Buffer): Buffer => {
+    insertTokenDigest.run(digest, new Date().toISOString())
+    return (selectTokenDigest.get() as { sha256: Buffer }).sha256
+  })
+
+  return {
+    backend: 'sqlite',
+    async create (plant) {
+      return unlessTransient(() => createPlant.immediate(plant))
+    },
+    async ensureGeneratedTokenDigest (digest) {
+      return unlessTransient(() => ensureTokenDigest.immediate(digest))
+    },
+    async ping () {
+      unlessTransient(() => selectOne.get())
+    },
+    async close () {
+      if (db.open) db.close()
+    }
+  }
+}
+
+function toRecord (row: PlantRow): PlantRecord {
+  return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+}
+
+function unlessTransient<T> (operation: () => T): T {
+  try {
+    return operation()
+  } catch (error) {
+    if (error instanceof SqliteError && TRANSIENT_CODES.test(error.code)) {
+      throw new StoreUnavailableError(`SQLite is unavailable (${error.code})`, { cause: error })
+    }
+    throw error
+  }
+}
+
+function migrate (db: Database.Database): void {
+  const known = latestVersion(sqliteMigrations)
+  db.transaction(() => {
+    const current = Number(db.pragma('user_version', { simple: true }))
+    if (current > known) throw new SchemaTooNewError(current, known)
+    for (const migration of sqliteMigrations) {
+      if (migration.version <= current) continue
+      db.exec(migration.sql)
+      db.pragma(`user_version = ${migration.version}`)
+    }
+  }).immediate()
+}

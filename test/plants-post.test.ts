@@ -1,0 +1,257 @@
+import { Readable } from 'node:stream'
+import { describe, expect, it } from 'vitest'
+import { backends, bearer, buildTestApp, expectError, expectNothingStored, postPlant } from './helper.js'
+
+describe.each(backends)('POST /plants on $name', (backend) => {
+  const build = () => buildTestApp({ store: backend.open() })
+
+  describe('when the id is new', () => {
+    it('then it answers 200 with name and tag only, JSON, a Location and a request id', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: 10, name: 'Monstera deliciosa', tag: 'tropical' })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"Monstera deliciosa","tag":"tropical"}')
+      expect(response.headers.location).toBe('/plants/10')
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+    })
+
+    it('then a plant without a tag comes back without a tag', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: 11, name: 'Ficus' })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"Ficus"}')
+    })
+
+    it('then an empty tag is kept as an empty tag', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: 12, name: 'Ficus', tag: '' })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"Ficus","tag":""}')
+    })
+
+    it('then unknown properties are accepted, not stored and not echoed', async () => {
+      const app = await build()
+
+      const first = await postPlant(app, { id: 13, name: 'Fern', colour: 'green', nested: { a: [1, 2] } })
+      const retryWithOtherExtras = await postPlant(app, { id: 13, name: 'Fern', height: 30 })
+
+      expect(first.statusCode).toBe(200)
+      expect(first.body).toBe('{"name":"Fern"}')
+      expect(retryWithOtherExtras.statusCode).toBe(200)
+      expect(retryWithOtherExtras.body).toBe('{"name":"Fern"}')
+    })
+
+    it('then a negative id gets its own Location', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: -42, name: 'Cactus' })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.headers.location).toBe('/plants/-42')
+    })
+
+    it('then Content-Type parameters such as charset=utf-8 are fine', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: 14, name: 'Aloe' }, { 'content-type': 'application/json; charset=UTF-8' })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"Aloe"}')
+    })
+  })
+
+  describe('when the same id arrives again', () => {
+    it('then the same name and tag is a replay: the same 200, body and Location', async () => {
+      const app = await build()
+      const first = await postPlant(app, { id: 20, name: 'Orchid', tag: 'flower' })
+
+      const retry = await postPlant(app, { id: 20, name: 'Orchid', tag: 'flower' })
+
+      expect(retry.statusCode).toBe(200)
+      expect(retry.body).toBe(first.body)
+      expect(retry.headers.location).toBe('/plants/20')
+    })
+
+    it('then another name is a 409 and the first plant stays', async () => {
+      const app = await build()
+      await postPlant(app, { id: 21, name: 'Orchid', tag: 'flower' })
+
+      const conflict = await postPlant(app, { id: 21, name: 'Tulip', tag: 'flower' })
+      const original = await postPlant(app, { id: 21, name: 'Orchid', tag: 'flower' })
+
+      expectError(conflict, 409, 'plant 21 already exists with a different name or tag')
+      expect(conflict.headers.location).toBeUndefined()
+      expect(original.statusCode).toBe(200)
+    })
+
+    it('then another tag is a 409', async () => {
+      const app = await build()
+      await postPlant(app, { id: 22, name: 'Orchid', tag: 'flower' })
+
+      expectError(await postPlant(app, { id: 22, name: 'Orchid', tag: 'Flower' }), 409,
+        'plant 22 already exists with a different name or tag')
+    })
+
+    it('then an absent tag and an empty tag are different plants', async () => {
+      const app = await build()
+      await postPlant(app, { id: 23, name: 'Orchid' })
+
+      const withEmptyTag = await postPlant(app, { id: 23, name: 'Orchid', tag: '' })
+
+      expectError(withEmptyTag, 409, 'plant 23 already exists with a different name or tag')
+    })
+  })
+
+  describe('when the body is not a JSON object', () => {
+    it.each([
+      ['truncated JSON', '{"id":1,"name":"a"', /^request body is not valid JSON/],
+      ['a JSON array', '[{"id":1,"name":"a"}]', 'request body must be a JSON object'],
+      ['JSON null', 'null', 'request body must be a JSON object'],
+      ['a JSON string', '"plant"', 'request body must be a JSON object'],
+      ['an empty body', '', /^request body is not valid JSON/],
+      ['trailing text', '{"id":1,"name":"a"} x', /^request body is not valid JSON/],
+      ['a big id in truncated JSON', '{"id":9007199254740993,"name":"a"', /^request body is not valid JSON/]
+    ])('then %s is a 400', async (_case, body, message) => {
+      const app = await build()
+
+      expectError(await postPlant(app, body), 400, message)
+      await expectNothingStored(app, '1')
+    })
+
+    it('then a body that is not valid UTF-8 is a 400', async () => {
+      const app = await build()
+      const body = Buffer.concat([Buffer.from('{"id":1,"name":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
+
+      const response = await app.inject({
+        method: 'POST', url: '/plants', headers: { 'content-type': 'application/json', ...bearer() }, payload: body
+      })
+
+      expectError(response, 400, 'request body is not valid UTF-8')
+      await expectNothingStored(app, '1')
+    })
+
+    it.each([
+      ['__proto__', '{"id":1,"name":"a","__proto__":{"polluted":true}}'],
+      ['constructor.prototype', '{"id":1,"name":"a","constructor":{"prototype":{"polluted":true}}}'],
+      ['__proto__ next to a big id', '{"id":9007199254740993,"name":"a","__proto__":{"polluted":true}}']
+    ])('then a %s key is refused as prototype poisoning', async (_case, body) => {
+      const app = await build()
+
+      expectError(await postPlant(app, body), 400,
+        'request body is not valid JSON: "__proto__" and "constructor.prototype" keys are not allowed')
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+      await expectNothingStored(app, '1')
+    })
+  })
+
+  describe('when a key repeats', () => {
+    it('then the last occurrence counts, for storage', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, '{"id":30,"name":"first","name":"last"}')
+      const replayOfLast = await postPlant(app, { id: 30, name: 'last' })
+
+      expect(response.body).toBe('{"name":"last"}')
+      expect(replayOfLast.statusCode).toBe(200)
+    })
+
+    it('then the last occurrence counts, for validation', async () => {
+      const app = await build()
+
+      expectError(await postPlant(app, '{"id":31,"name":"ok","name":5}'), 400, 'name must be a string')
+      expectError(await postPlant(app, '{"id":9007199254740993,"id":"x","name":"a"}'), 400,
+        'id must be an integer from -9223372036854775808 to 9223372036854775807')
+      await expectNothingStored(app, '31')
+    })
+  })
+
+  describe('when the media type is not JSON', () => {
+    it.each([
+      ['text/plain', { 'content-type': 'text/plain' }],
+      ['application/x-www-form-urlencoded', { 'content-type': 'application/x-www-form-urlencoded' }],
+      ['application/xml', { 'content-type': 'application/xml' }],
+      ['a JSON look-alike', { 'content-type': 'application/jsonx' }]
+    ])('then %s is a 415', async (_case, headers) => {
+      const app = await build()
+
+      expectError(await postPlant(app, { id: 40, name: 'a' }, headers), 415, 'Content-Type must be application/json')
+      await expectNothingStored(app, '40')
+    })
+
+    it('then a body without a Content-Type is a 415', async () => {
+      const app = await build()
+
+      const response = await app.inject({ method: 'POST', url: '/plants', headers: bearer(), payload: '{"id":41,"name":"a"}' })
+
+      expectError(response, 415, 'Content-Type must be application/json')
+      await expectNothingStored(app, '41')
+    })
+
+    it('then a charset other than UTF-8 is a 415', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: 42, name: 'a' }, { 'content-type': 'application/json; charset=latin1' })
+
+      expectError(response, 415, 'application/json bodies must be UTF-8')
+      await expectNothingStored(app, '42')
+    })
+
+    it.each(['gzip', 'br', 'deflate'])('then Content-Encoding %s is a 415', async (encoding) => {
+      const app = await build()
+
+      const response = await postPlant(app, { id: 43, name: 'a' }, { 'content-encoding': encoding })
+
+      expectError(response, 415, 'request bodies must not be content-encoded; send plain application/json')
+      await expectNothingStored(app, '43')
+    })
+  })
+
+  describe('when the body is large', () => {
+    const sized = (bytes: number) => {
+      const json = '{"id":50,"name":"big"}'
+      return json.slice(0, -1) + ' '.repeat(bytes - json.length) + '}'
+    }
+
+    it('then exactly the limit is fine', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, sized(16384))
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"big"}')
+    })
+
+    it('then one byte over the limit is a 413', async () => {
+      const app = await build()
+
+      expectError(await postPlant(app, sized(16385)), 413, 'request body is larger than 16384 bytes')
+      await expectNothingStored(app, '50')
+    })
+
+    it('then a chunked body over the limit is a 413 too', async () => {
+      const app = await build()
+      const body = Readable.from([sized(16385).slice(0, 10_000), sized(16385).slice(10_000)].map((s) => Buffer.from(s)))
+
+      const response = await app.inject({
+        method: 'POST', url: '/plants', headers: { 'content-type': 'application/json', ...bearer() }, payload: body
+      })
+
+      expectError(response, 413, 'request body is larger than 16384 bytes')
+      await expectNothingStored(app, '50')
+    })
+
+    it('then the limit follows BODY_LIMIT', async () => {
+      const app = await buildTestApp({ store: backend.open(), config: { bodyLimit: 64 } })
+
+      expectError(await postPlant(app, sized(65)), 413, 'request body is larger than 64 bytes')
+      expect((await postPlant(app, sized(64))).statusCode).toBe(200)
+    })
+  })
+})
