@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { PlantStore } from '../store/plant-store.js'
-import { ErrorBody, Health, ref } from '../schemas.js'
+import { Health, ref } from '../schemas.js'
 import { allowOnly } from './method-not-allowed.js'
+import { errorResponses } from './responses.js'
 
 /** `/healthz`: the process serves HTTP. `/readyz`: and its store answers. Neither needs a token. */
 export async function healthRoutes (app: FastifyInstance, options: { store: PlantStore }): Promise<void> {
@@ -13,7 +14,7 @@ export async function healthRoutes (app: FastifyInstance, options: { store: Plan
       summary: 'Liveness probe',
       description: 'Answers 200 while the process can serve HTTP. Needs no token.',
       tags: ['operations'],
-      response: { 200: ref(Health) }
+      response: { 200: { ...ref(Health), description: 'The process is alive' } }
     }
   }, async () => ({ status: 'ok' as const }))
 
@@ -23,7 +24,7 @@ export async function healthRoutes (app: FastifyInstance, options: { store: Plan
       summary: 'Readiness probe',
       description: 'Answers 200 when the store answers, 503 with `Retry-After` when it does not. Needs no token.',
       tags: ['operations'],
-      response: { 200: ref(Health), 503: ref(ErrorBody) }
+      response: { 200: { ...ref(Health), description: 'The store answers' }, 503: errorResponses[503] }
     }
   }, async () => {
     await store.ping()

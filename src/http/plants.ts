@@ -3,26 +3,18 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import type { AccessTokens } from '../auth/tokens.js'
 import { plantIdConflict } from '../errors.js'
-import { ErrorBody, NewPlant, Plant, ref } from '../schemas.js'
+import { NewPlant, Plant, ref } from '../schemas.js'
 import type { PlantRecord, PlantStore } from '../store/plant-store.js'
 import { BEARER_SECURITY } from './docs.js'
 import { allowOnly } from './method-not-allowed.js'
+import { errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
   readonly accessTokens: AccessTokens
 }
 
-const error = ref(ErrorBody)
-/** The failures every `/plants` operation can answer with. */
-const commonErrors = {
-  400: error,
-  401: error,
-  413: error,
-  415: error,
-  500: error,
-  503: error
-}
+const { 400: badRequest, 401: unauthorized, 409: conflict, 413: tooLarge, 415: unsupported, 500: internal, 503: unavailable } = errorResponses
 
 /** The `/plants` resource. Authentication guards this whole scope; handlers make one store call. */
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
@@ -46,8 +38,13 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
           description: 'The plant is stored (or was already, with the same name and tag)',
           headers: { Location: { type: 'string', description: 'The path of the plant: /plants/{id}' } }
         },
-        ...commonErrors,
-        409: error
+        400: badRequest,
+        401: unauthorized,
+        409: conflict,
+        413: tooLarge,
+        415: unsupported,
+        500: internal,
+        503: unavailable
       }
     }
   }, async (request, reply) => {

@@ -21,18 +21,7 @@ const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
  * reached the disk (fsync of the WAL) before `create` resolves. Integers are read as `bigint`.
  */
 export function openSqliteStore (file: string, options: SqliteOptions = {}): PlantStore {
-  mkdirSync(dirname(file), { recursive: true })
-  const db = new Database(file)
-  try {
-    db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = FULL')
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
-    db.defaultSafeIntegers(true)
-    migrate(db)
-  } catch (error) {
-    db.close()
-    throw error
-  }
+  const db = openSqliteDatabase(file, options)
 
   const insertPlant = db.prepare<[bigint, string, string | null]>(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
@@ -72,6 +61,23 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     async close () {
       if (db.open) db.close()
     }
+  }
+}
+
+/** Opens (creating it and its folder if needed) and migrates the database file, with the durability settings. */
+export function openSqliteDatabase (file: string, options: SqliteOptions = {}): Database.Database {
+  mkdirSync(dirname(file), { recursive: true })
+  const db = new Database(file)
+  try {
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = FULL')
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    db.defaultSafeIntegers(true)
+    migrate(db)
+    return db
+  } catch (error) {
+    db.close()
+    throw error
   }
 }
 

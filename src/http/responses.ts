@@ -1,0 +1,21 @@
+import { ErrorBody, ref } from '../schemas.js'
+
+const errorResponse = (description: string, headers?: Record<string, { type: 'string', description: string }>) =>
+  ({ ...ref(ErrorBody), description, ...(headers === undefined ? {} : { headers }) })
+
+/** How each error status is documented, once, for every route that can answer it. */
+export const errorResponses = {
+  400: errorResponse('The request is malformed: the body is not a JSON object or breaks a field rule, or a ' +
+    'path or query value is not canonical. The message names the field and the rule.'),
+  401: errorResponse('No Bearer token, or one that is malformed or not accepted.', {
+    'WWW-Authenticate': { type: 'string', description: 'Bearer realm="plantstore", with error="invalid_token" when a Bearer token was sent' }
+  }),
+  404: errorResponse('No plant has this id.'),
+  409: errorResponse('The id is taken by a plant with another name or tag; nothing changed.'),
+  413: errorResponse('The body is larger than the configured limit (16 KiB by default).'),
+  415: errorResponse('The Content-Type is not application/json in UTF-8, or the body has a Content-Encoding.'),
+  500: errorResponse('An unexpected error; the message names the request id to quote to the operator.'),
+  503: errorResponse('Storage is unavailable or the service is shutting down; nothing was changed by this request.', {
+    'Retry-After': { type: 'string', description: 'Seconds to wait before retrying' }
+  })
+} as const

@@ -1,0 +1,171 @@
+import { readFileSync } from 'node:fs'
+import { Writable } from 'node:stream'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { AccessTokens, digestToken, parseTokenList, resolveAccessTokens } from '../src/auth/tokens.js'
+import { openSqliteStore } from '../src/store/sqlite.js'
+import { buildTestApp, expectError, expectNothingStored, postPlant, temporaryFolder, TEST_TOKEN } from './helper.js'
+
+const CHALLENGE = 'Bearer realm="plantstore"'
+const INVALID_TOKEN_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
+const NO_CREDENTIALS = 'this operation needs an "Authorization: Bearer <token>" header'
+const BAD_TOKEN = 'the bearer token is missing, malformed or not accepted'
+
+describe('Authentication of /plants', () => {
+  describe('when no Bearer credential is sent at all', () => {
+    it.each([
+      ['no Authorization header', {}],
+      ['the Basic scheme', { authorization: 'Basic dXNlcjpwYXNz' }],
+      ['a scheme that merely starts with Bearer', { authorization: `Bearerx ${TEST_TOKEN}` }],
+      ['an empty Authorization header', { authorization: '' }]
+    ])('then %s is a 401 with a challenge and no error code', async (_case, headers) => {
+      const app = await buildTestApp()
+
+      const response = await postPlant(app, { id: 1, name: 'Fern' }, { authorization: '', ...headers })
+
+      expectError(response, 401, NO_CREDENTIALS)
+      expect(response.headers['www-authenticate']).toBe(CHALLENGE)
+      await expectNothingStored(app, '1')
+    })
+  })
+
+  describe('when the Bearer credential is missing, malformed or unknown', () => {
+    it.each([
+      ['no token', 'Bearer'],
+      ['only spaces after the scheme', 'Bearer    '],
+      ['an unknown token', 'Bearer not-the-right-token'],
+      ['the right token with a character more', `Bearer ${TEST_TOKEN}x`],
+      ['two credentials', `Bearer ${TEST_TOKEN} ${TEST_TOKEN}`],
+      ['a token outside b64token syntax', 'Bearer tök€n'],
+      ['padding in the middle', `Bearer ab=cd${TEST_TOKEN}`],
+      ['a comma-joined second credential', `Bearer ${TEST_TOKEN}, Basic abc`]
+    ])('then %s is a 401 with error="invalid_token"', async (_case, authorization) => {
+      const app = await buildTestApp()
+
+      const response = await postPlant(app, { id: 2, name: 'Fern' }, { authorization })
+
+      expectError(response, 401, BAD_TOKEN)
+      expect(response.headers['www-authenticate']).toBe(INVALID_TOKEN_CHALLENGE)
+      await expectNothingStored(app, '2')
+    })
+  })
+
+  describe('when the token is accepted', () => {
+    it.each([
+      ['the canonical form', `Bearer ${TEST_TOKEN}`],
+      ['a lower-case scheme', `bearer ${TEST_TOKEN}`],
+      ['an upper-case scheme', `BEARER ${TEST_TOKEN}`],
+      ['extra spaces around the token', `Bearer    ${TEST_TOKEN}   `]
+    ])('then %s passes', async (_case, authorization) => {
+      const app = await buildTestApp()
+
+      const response = await postPlant(app, { id: 3, name: 'Fern' }, { authorization })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.headers['www-authenticate']).toBeUndefined()
+    })
+
+    it('then every configured token is accepted, and only those', async () => {
+      const app = await buildTestApp({ tokens: ['first-token', 'second-token'] })
+
+      const first = await postPlant(app, { id: 4, name: 'a' }, { authorization: 'Bearer first-token' })
+      const second = await postPlant(app, { id: 5, name: 'b' }, { authorization: 'Bearer second-token' })
+      const testToken = await postPlant(app, { id: 6, name: 'c' })
+
+      expect([first.statusCode, second.statusCode, testToken.statusCode]).toEqual([200, 200, 401])
+    })
+  })
+
+  describe('when the request is unauthenticated and otherwise broken too', () => {
+    it.each([
+      ['invalid JSON', { 'content-type': 'application/json' }, '{"id":'],
+      ['a body over the limit', { 'content-type': 'application/json' }, `{"id":1,"name":"${'x'.repeat(20_000)}"}`],
+      ['a foreign media type', { 'content-type': 'text/plain' }, 'hello'],
+      ['a content encoding', { 'content-type': 'application/json', 'content-encoding': 'gzip' }, '{}'],
+      ['an invalid field', { 'content-type': 'application/json' }, '{"id":"x"}']
+    ])('then authentication comes first: %s gets a 401', async (_case, headers, payload) => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({ method: 'POST', url: '/plants', headers, payload })
+
+      expectError(response, 401, NO_CREDENTIALS)
+    })
+
+    it('then an unsupported method on /plants gets a 401, not a 405', async () => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({ method: 'PUT', url: '/plants' })
+
+      expectError(response, 401, NO_CREDENTIALS)
+    })
+  })
+
+  it('never writes the token into the logs, even at trace level', async () => {
+    const lines: string[] = []
+    const logStream = new Writable({
+      write (chunk: Buffer, _encoding, callback) {
+        lines.push(chunk.toString())
+        callback()
+      }
+    })
+    const app = await buildTestApp({ config: { logLevel: 'trace' }, logStream })
+
+    await postPlant(app, { id: 7, name: 'Fern' })
+    await postPlant(app, { id: 8, name: 'Fern' }, { authorization: `Bearer ${TEST_TOKEN}wrong` })
+    await postPlant(app, '{"id":', { authorization: `Basic ${TEST_TOKEN}` })
+
+    expect(lines.length).toBeGreaterThan(3)
+    expect(lines.join('\n')).not.toContain(TEST_TOKEN)
+    expect(lines.join('\n')).not.toContain('"headers"')
+  })
+})
+
+describe('PLANTSTORE_TOKENS', () => {
+  it('accepts plain tokens and sha256: digests, keeping only digests', () => {
+    const digestHex = digestToken('from-a-digest').toString('hex')
+
+    const digests = parseTokenList(` plain-token , sha256:${digestHex.toUpperCase()} ,`)
+
+    expect(digests.map((digest) => digest.toString('hex'))).toEqual([digestToken('plain-token').toString('hex'), digestHex])
+    const tokens = new AccessTokens(digests)
+    expect([tokens.accepts('plain-token'), tokens.accepts('from-a-digest'), tokens.accepts('other')]).toEqual([true, true, false])
+  })
+
+  it.each([
+    ['a short digest', 'sha256:abc', 'entry 1 must be "sha256:" followed by 64 hexadecimal digits'],
+    ['a token with spaces', 'good,has space', 'entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)'],
+    ['only commas', ' , ,', 'holds no token; leave it unset to use a generated token']
+  ])('refuses %s without echoing it', (_case, text, message) => {
+    expect(() => parseTokenList(text)).toThrow(message)
+  })
+})
+
+describe('The generated token', () => {
+  it('is made once, stored only as a digest, and accepted by later starts', async () => {
+    const file = join(temporaryFolder(), 'tokens.db')
+    const firstStore = openSqliteStore(file)
+    const first = await resolveAccessTokens([], firstStore)
+    await firstStore.close()
+
+    const secondStore = openSqliteStore(file)
+    const second = await resolveAccessTokens([], secondStore)
+    await secondStore.close()
+
+    expect(first.generatedToken).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(second.generatedToken).toBeUndefined()
+    expect(second.accessTokens.accepts(first.generatedToken ?? '')).toBe(true)
+    expect(second.accessTokens.accepts('anything-else')).toBe(false)
+    expect(readFileSync(file).includes(first.generatedToken ?? '')).toBe(false)
+    expect(readFileSync(file).includes(digestToken(first.generatedToken ?? ''))).toBe(true)
+  })
+
+  it('is not used when tokens are configured', async () => {
+    const store = openSqliteStore(join(temporaryFolder(), 'tokens.db'))
+
+    const resolved = await resolveAccessTokens([digestToken('configured')], store)
+    await store.close()
+
+    expect(resolved.generatedToken).toBeUndefined()
+    expect(resolved.accessTokens.accepts('configured')).toBe(true)
+  })
+})

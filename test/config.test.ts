@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest'
+import { digestToken } from '../src/auth/tokens.js'
+import { ConfigError, loadConfig } from '../src/config.js'
+
+describe('Configuration from the environment', () => {
+  it('has the documented defaults', () => {
+    const config = loadConfig({}, false)
+
+    expect(config).toEqual({
+      port: 3000,
+      host: '127.0.0.1',
+      databaseUrl: 'sqlite:./data/plantstore.db',
+      tokenDigests: [],
+      logLevel: 'info',
+      bodyLimit: 16384,
+      prettyLogs: false
+    })
+    expect(Object.isFrozen(config)).toBe(true)
+  })
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      HOST: '0.0.0.0',
+      DATABASE_URL: 'memory:',
+      PLANTSTORE_TOKENS: 'abc',
+      LOG_LEVEL: 'warn',
+      BODY_LIMIT: '1024'
+    }, true)
+
+    expect(config).toEqual({
+      port: 8080,
+      host: '0.0.0.0',
+      databaseUrl: 'memory:',
+      tokenDigests: [digestToken('abc')],
+      logLevel: 'warn',
+      bodyLimit: 1024,
+      prettyLogs: true
+    })
+  })
+
+  it.each([
+    ['PORT', 'abc', 'PORT must be a whole number from 0 to 65535, got "abc"'],
+    ['PORT', '70000', 'PORT must be a whole number from 0 to 65535, got "70000"'],
+    ['PORT', '-1', 'PORT must be a whole number from 0 to 65535, got "-1"'],
+    ['BODY_LIMIT', '1.5', 'BODY_LIMIT must be a whole number from 1 to 67108864, got "1.5"'],
+    ['BODY_LIMIT', '0', 'BODY_LIMIT must be a whole number from 1 to 67108864, got "0"'],
+    ['LOG_LEVEL', 'loud', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    ['HOST', 'bad host', 'HOST must be a host name or IP address, got "bad host"'],
+    ['DATABASE_URL', 'mysql://user:secret@db/plants', 'DATABASE_URL must be "memory:" or "sqlite:<file path>"'],
+    ['DATABASE_URL', 'sqlite:', 'DATABASE_URL must be "memory:" or "sqlite:<file path>"'],
+    ['PLANTSTORE_TOKENS', 'good,secret value', 'PLANTSTORE_TOKENS entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)']
+  ])('stops on a bad %s=%j with one line naming it', (variable, value, message) => {
+    let thrown: unknown
+    try {
+      loadConfig({ [variable]: value }, false)
+    } catch (error) {
+      thrown = error
+    }
+
+    expect(thrown).toBeInstanceOf(ConfigError)
+    expect((thrown as ConfigError).variable).toBe(variable)
+    expect((thrown as ConfigError).message).toBe(message)
+    expect((thrown as ConfigError).message).not.toContain('\n')
+    expect((thrown as ConfigError).message).not.toContain('secret')
+  })
+})

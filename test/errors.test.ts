@@ -1,0 +1,236 @@
+import { connect, type Socket } from 'node:net'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import type { FastifyInstance } from 'fastify'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StoreUnavailableError } from '../src/errors.js'
+import { openMemoryStore } from '../src/store/memory.js'
+import type { PlantStore } from '../src/store/plant-store.js'
+import { openSqliteStore } from '../src/store/sqlite.js'
+import { bearer, buildTestApp, expectError, postPlant, temporaryFolder } from './helper.js'
+
+function openSocket (app: FastifyInstance): Socket {
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('app is not listening')
+  const socket = connect(address.port, '127.0.0.1')
+  onTestFinished(() => { socket.destroy() })
+  return socket
+}
+
+/** Sends raw bytes to a listening app and resolves with everything it answers until it closes the connection. */
+function rawExchange (app: FastifyInstance, request: string): Promise<string> {
+  return exchangeOn(openSocket(app), request)
+}
+
+function exchangeOn (socket: Socket, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let answer = ''
+    socket.setTimeout(5000, () => socket.destroy(new Error('no answer within 5 s')))
+    socket.on('data', (chunk) => { answer += chunk.toString() })
+    socket.on('end', () => resolve(answer))
+    socket.on('close', () => resolve(answer))
+    socket.on('error', reject)
+    socket.write(request)
+  })
+}
+
+function parseRawResponse (raw: string) {
+  const [head = '', ...rest] = raw.split('\r\n\r\n')
+  const [statusLine = '', ...headerLines] = head.split('\r\n')
+  const headers = Object.fromEntries(headerLines.map((line) => {
+    const colon = line.indexOf(':')
+    return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()]
+  }))
+  return { status: Number(statusLine.split(' ')[1]), headers, body: JSON.parse(rest.join('\r\n\r\n')) as unknown }
+}
+
+async function listeningApp (store?: PlantStore): Promise<FastifyInstance> {
+  const app = await buildTestApp(store === undefined ? {} : { store })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  return app
+}
+
+describe('The error envelope', () => {
+  describe('from the router', () => {
+    it('answers an unknown path with a 404 Error', async () => {
+      const app = await buildTestApp()
+
+      expectError(await app.inject({ method: 'GET', url: '/nowhere?x=1' }), 404, 'no route GET /nowhere')
+    })
+
+    it.each([
+      ['/healthz', 'POST', 'GET, HEAD'],
+      ['/readyz', 'DELETE', 'GET, HEAD']
+    ])('answers %s with an unsupported method with a 405 and Allow', async (url, method, allow) => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({ method: method as 'POST', url })
+
+      expectError(response, 405, `${url} does not support ${method}; allowed: ${allow}`)
+      expect(response.headers.allow).toBe(allow)
+    })
+
+    it('answers /plants with an unsupported method (authenticated) with a 405 and Allow', async () => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({ method: 'PATCH', url: '/plants', headers: bearer() })
+
+      expectError(response, 405, '/plants does not support PATCH; allowed: POST')
+      expect(response.headers.allow).toBe('POST')
+    })
+
+    it('answers a URL that cannot be decoded with a 400 Error', async () => {
+      const app = await buildTestApp()
+
+      expectError(await app.inject({ method: 'GET', url: '/plants/%E0%A4%A' }), 400, 'the request URL is malformed')
+    })
+  })
+
+  describe('x-request-id', () => {
+    it('reuses a short printable incoming id', async () => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'trace-abc.123' } })
+
+      expect(response.headers['x-request-id']).toBe('trace-abc.123')
+    })
+
+    it.each([
+      ['too long', 'x'.repeat(129)],
+      ['with a space', 'two words'],
+      ['with a control character', 'abc\u0001def'],
+      ['empty', '']
+    ])('replaces an incoming id that is %s', async (_case, incoming) => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': incoming } })
+
+      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+      expectError(response, 404, 'no route GET /nowhere')
+    })
+
+    it('is on successful replies too', async () => {
+      const app = await buildTestApp()
+
+      const response = await postPlant(app, { id: 1, name: 'Fern' })
+
+      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+    })
+  })
+
+  describe('from storage', () => {
+    it('answers 503 with Retry-After while another process holds the SQLite write lock, then recovers', async () => {
+      const file = join(temporaryFolder(), 'locked.db')
+      const app = await buildTestApp({ store: openSqliteStore(file, { busyTimeoutMs: 50 }) })
+      const otherProcess = new Database(file)
+      onTestFinished(() => { otherProcess.close() })
+      otherProcess.exec('BEGIN IMMEDIATE')
+
+      const whileLocked = await postPlant(app, { id: 1, name: 'Fern' })
+      otherProcess.exec('ROLLBACK')
+      const afterwards = await postPlant(app, { id: 1, name: 'Other' })
+
+      expectError(whileLocked, 503, /^storage is unavailable, retry later; request id [0-9a-f-]{36}$/)
+      expect(whileLocked.json().message).toContain(whileLocked.headers['x-request-id'])
+      expect(whileLocked.headers['retry-after']).toBe('1')
+      expect(afterwards.statusCode).toBe(200)
+    })
+
+    it('answers /readyz with 503 while storage is down and /healthz with 200', async () => {
+      const store = openMemoryStore()
+      const app = await buildTestApp({ store: { ...store, ping: () => Promise.reject(new StoreUnavailableError('down')) } })
+
+      const ready = await app.inject({ method: 'GET', url: '/readyz' })
+      const live = await app.inject({ method: 'GET', url: '/healthz' })
+
+      expectError(ready, 503, /^storage is unavailable, retry later; request id /)
+      expect(ready.headers['retry-after']).toBe('1')
+      expect({ status: live.statusCode, body: live.json() }).toEqual({ status: 200, body: { status: 'ok' } })
+    })
+
+    it('answers an unexpected exception with a 500 naming the request id and nothing internal', async () => {
+      const secret = 'SELECT secret FROM plants WHERE token = \'abc\' /home/app/src/store.ts:12'
+      const store: PlantStore = { ...openMemoryStore(), create: () => Promise.reject(new Error(secret)) }
+      const app = await buildTestApp({ store })
+
+      const response = await postPlant(app, { id: 1, name: 'Fern' })
+
+      expectError(response, 500, `internal error; quote request id ${response.headers['x-request-id']} to the operator`)
+      expect(response.body).not.toContain('SELECT')
+    })
+  })
+
+  describe('from the HTTP parser, on a real socket', () => {
+    it('answers a malformed request line with a 400 Error', async () => {
+      const app = await listeningApp()
+
+      const response = parseRawResponse(await rawExchange(app, 'GARBAGE\r\n\r\n'))
+
+      expect(response.status).toBe(400)
+      expect(response.body).toEqual({ error: 400, message: 'the HTTP request is malformed' })
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+    })
+
+    it('answers oversized headers with a 431 Error', async () => {
+      const app = await listeningApp()
+
+      const raw = await rawExchange(app, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`)
+      const response = parseRawResponse(raw)
+
+      expect(response.status).toBe(431)
+      expect(response.body).toEqual({ error: 431, message: 'the request headers are too large' })
+      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+    })
+
+    it('answers a chunked body over the limit with a 413 Error', async () => {
+      const app = await listeningApp()
+      const chunk = 'x'.repeat(9000)
+      const body = `{"id":1,"name":"${chunk}${chunk}"}`
+      const chunked = [body.slice(0, 9000), body.slice(9000)]
+        .map((part) => `${Buffer.byteLength(part).toString(16)}\r\n${part}\r\n`).join('') + '0\r\n\r\n'
+
+      const raw = await rawExchange(app, 'POST /plants HTTP/1.1\r\nHost: x\r\nConnection: close\r\n' +
+        `Authorization: ${bearer().authorization}\r\nContent-Type: application/json\r\n` +
+        `Transfer-Encoding: chunked\r\n\r\n${chunked}`)
+      const response = parseRawResponse(raw)
+
+      expect(response.status).toBe(413)
+      expect(response.body).toEqual({ error: 413, message: 'request body is larger than 16384 bytes' })
+    })
+  })
+
+  describe('while shutting down', () => {
+    it('finishes the request in flight and answers a request that arrives meanwhile with a 503 Error', async () => {
+      let openGate = () => {}
+      const gate = new Promise<void>((resolve) => { openGate = resolve })
+      const memory = openMemoryStore()
+      const store: PlantStore = { ...memory, create: async (plant) => { await gate; return memory.create(plant) } }
+      const app = await listeningApp(store)
+      const body = '{"id":1,"name":"a"}'
+      const post = 'POST /plants HTTP/1.1\r\nHost: x\r\nConnection: close\r\n' +
+        `Authorization: ${bearer().authorization}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n${body}`
+      const inFlight = rawExchange(app, post)
+      const late = openSocket(app)
+      late.write('GET /healthz HTTP/1.1\r\n')
+      await new Promise((resolve) => setTimeout(resolve, 100))
+
+      const closed = app.close()
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      const lateAnswer = exchangeOn(late, 'Host: x\r\n\r\n')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      openGate()
+
+      const finished = parseRawResponse(await inFlight)
+      const refused = parseRawResponse(await lateAnswer)
+      await closed
+      expect(finished.status).toBe(200)
+      expect(finished.body).toEqual({ name: 'a' })
+      expect(refused.status).toBe(503)
+      expect(refused.body).toEqual({ error: 503, message: 'the service is shutting down, retry later' })
+      expect(refused.headers['retry-after']).toBe('1')
+      expect(refused.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+    })
+  })
+})

@@ -1,0 +1,92 @@
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { temporaryFolder } from './helper.js'
+import { runServerToExit, startServer } from './server-process.js'
+
+const TOKEN = 'process-test-token'
+const auth = (token = TOKEN) => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' })
+
+async function post (baseUrl: string, body: unknown, token = TOKEN) {
+  const response = await fetch(`${baseUrl}/plants`, { method: 'POST', headers: auth(token), body: JSON.stringify(body) })
+  return { status: response.status, headers: response.headers, body: await response.json() as unknown }
+}
+
+describe('The built server as a child process, over real HTTP', () => {
+  it('serves POST /plants with the exact body and headers', async () => {
+    const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'p.db')}`, PLANTSTORE_TOKENS: TOKEN })
+
+    const response = await fetch(`${server.baseUrl}/plants`, {
+      method: 'POST', headers: auth(), body: '{"id":9223372036854775807,"name":"Fern","tag":"green"}'
+    })
+
+    expect(response.status).toBe(200)
+    expect(await response.text()).toBe('{"name":"Fern","tag":"green"}')
+    expect(response.headers.get('location')).toBe('/plants/9223372036854775807')
+    expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8')
+    expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/)
+  })
+
+  it('keeps every acknowledged plant through SIGKILL the instant after the replies, and replays or conflicts after restart', async () => {
+    const file = join(temporaryFolder(), 'durable.db')
+    const env = { DATABASE_URL: `sqlite:${file}`, PLANTSTORE_TOKENS: TOKEN }
+    const first = await startServer(env)
+    const ids = Array.from({ length: 40 }, (_, index) => 1000 + index)
+
+    const answers = await Promise.all(ids.map((id) => post(first.baseUrl, { id, name: `plant-${id}`, tag: 'durable' })))
+    process.kill(first.child.pid as number, 'SIGKILL')
+    expect(await first.exited).toBe('SIGKILL')
+    const second = await startServer(env)
+    const replays = await Promise.all(ids.map((id) => post(second.baseUrl, { id, name: `plant-${id}`, tag: 'durable' })))
+    const conflict = await post(second.baseUrl, { id: 1000, name: 'someone else' })
+
+    expect(answers.map((answer) => answer.status)).toEqual(ids.map(() => 200))
+    expect(replays.map((replay) => replay.body)).toEqual(ids.map((id) => ({ name: `plant-${id}`, tag: 'durable' })))
+    expect(replays.map((replay) => replay.status)).toEqual(ids.map(() => 200))
+    expect(conflict).toMatchObject({ status: 409, body: { error: 409, message: 'plant 1000 already exists with a different name or tag' } })
+  })
+
+  it('generates a token on the first start, prints it once with a curl line, and accepts it after a restart', async () => {
+    const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'generated.db')}` }
+    const first = await startServer(env)
+    await expect.poll(() => first.stderr()).toContain('curl')
+    const token = /^ {2}([A-Za-z0-9_-]{43})$/m.exec(first.stderr())?.[1] ?? ''
+
+    const created = await post(first.baseUrl, { id: 1, name: 'Fern' }, token)
+    process.kill(first.child.pid as number, 'SIGTERM')
+    expect(await first.exited).toBe(0)
+    const second = await startServer(env)
+    const replay = await post(second.baseUrl, { id: 1, name: 'Fern' }, token)
+    const wrong = await post(second.baseUrl, { id: 2, name: 'Fern' }, `${token}x`)
+
+    expect(token).toHaveLength(43)
+    expect(first.stderr()).toContain(`curl -i -H 'Authorization: Bearer ${token}'`)
+    expect(first.stdout()).not.toContain(token)
+    expect(created.status).toBe(200)
+    expect(replay).toMatchObject({ status: 200, body: { name: 'Fern' } })
+    expect(wrong.status).toBe(401)
+    expect(second.stderr()).not.toContain('generated this access token')
+  })
+
+  it('stops gracefully on SIGTERM and SIGINT with exit code 0 and no error logged', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'stop.db')}`, PLANTSTORE_TOKENS: TOKEN })
+      await post(server.baseUrl, { id: 1, name: 'Fern' })
+
+      process.kill(server.child.pid as number, signal)
+
+      expect(await server.exited).toBe(0)
+      expect(server.stdout()).not.toMatch(/"level":(50|60)/)
+    }
+  })
+
+  it.each([
+    ['PORT', 'not-a-port', 'PORT must be a whole number from 0 to 65535, got "not-a-port"'],
+    ['LOG_LEVEL', 'chatty', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "chatty"'],
+    ['PLANTSTORE_TOKENS', 'sha256:123', 'PLANTSTORE_TOKENS entry 1 must be "sha256:" followed by 64 hexadecimal digits']
+  ])('refuses to start on a bad %s with one clear line', async (variable, value, message) => {
+    const result = await runServerToExit({ [variable]: value, DATABASE_URL: 'memory:' })
+
+    expect(result.code).toBe(1)
+    expect(result.stderr).toBe(`plantstore could not start: configuration error: ${message}\n`)
+  })
+})

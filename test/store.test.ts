@@ -1,0 +1,75 @@
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { StoreUnavailableError } from '../src/errors.js'
+import { SchemaTooNewError } from '../src/store/migrations/migration.js'
+import { openMemoryStore } from '../src/store/memory.js'
+import { openStore } from '../src/store/open-store.js'
+import { openSqliteDatabase, openSqliteStore } from '../src/store/sqlite.js'
+import { temporaryFolder } from './helper.js'
+import { storeContract } from './store-contract.js'
+
+storeContract('memory', openMemoryStore)
+storeContract('sqlite', () => openSqliteStore(join(temporaryFolder(), 'contract.db')))
+
+describe('the SQLite adapter', () => {
+  it('keeps plants across a reopen of the same file', async () => {
+    const file = join(temporaryFolder(), 'reopen.db')
+    const first = openSqliteStore(file)
+    await first.create({ id: 9n, name: 'Fern', tag: 'green' })
+    await first.close()
+
+    const second = openSqliteStore(file)
+    onTestFinished(() => second.close())
+
+    expect(await second.create({ id: 9n, name: 'Fern', tag: 'green' })).toMatchObject({ status: 'replayed' })
+  })
+
+  it('creates the parent folder and opens WAL with synchronous=FULL, also on an existing file', async () => {
+    const file = join(temporaryFolder(), 'nested', 'deeper', 'plants.db')
+    const created = openSqliteDatabase(file)
+    created.close()
+    const reopened = openSqliteDatabase(file)
+    onTestFinished(() => { reopened.close() })
+
+    expect(reopened.pragma('journal_mode', { simple: true })).toBe('wal')
+    expect(reopened.pragma('synchronous', { simple: true })).toBe(2n)
+    expect(reopened.pragma('busy_timeout', { simple: true })).toBe(5000n)
+    expect(reopened.pragma('user_version', { simple: true })).toBe(1n)
+  })
+
+  it('refuses a database whose schema is newer than the code', () => {
+    const file = join(temporaryFolder(), 'future.db')
+    const future = new Database(file)
+    future.pragma('user_version = 99')
+    future.close()
+
+    expect(() => openSqliteStore(file)).toThrow(SchemaTooNewError)
+    expect(() => openSqliteStore(file)).toThrow('the database schema is at version 99, newer than this plantstore knows (1)')
+  })
+
+  it('reports a write lock held past busy_timeout as StoreUnavailableError', async () => {
+    const file = join(temporaryFolder(), 'busy.db')
+    const store = openSqliteStore(file, { busyTimeoutMs: 20 })
+    onTestFinished(() => store.close())
+    const other = new Database(file)
+    onTestFinished(() => { other.close() })
+    other.exec('BEGIN IMMEDIATE')
+
+    await expect(store.create({ id: 1n, name: 'Fern' })).rejects.toBeInstanceOf(StoreUnavailableError)
+    other.exec('ROLLBACK')
+    await expect(store.create({ id: 1n, name: 'Fern' })).resolves.toMatchObject({ status: 'created' })
+  })
+})
+
+describe('openStore', () => {
+  it.each([
+    ['memory:', 'memory'],
+    ['sqlite:FILE', 'sqlite']
+  ])('picks the adapter from %s', async (url, backend) => {
+    const store = await openStore(url.replace('FILE', join(temporaryFolder(), 'x.db')))
+    onTestFinished(() => store.close())
+
+    expect(store.backend).toBe(backend)
+  })
+})
