@@ -14,6 +14,13 @@ import { validation } from './http/validation.js'
 import type { PlantStore } from './store/plant-store.js'
 import { SERVICE_VERSION } from './version.js'
 
+/** A client has this long to send its request headers: slow-header clients cannot hold sockets for long. */
+const HEADERS_TIMEOUT_MS = 10_000
+/** ...and this long for the whole request, body included. */
+const REQUEST_TIMEOUT_MS = 30_000
+/** Longer than the 60 s idle timeout of common load balancers, so they close idle connections first. */
+const KEEP_ALIVE_TIMEOUT_MS = 65_000
+
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'>
 
 export interface AppDependencies {
@@ -45,11 +52,12 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     return503OnClosing: false,
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
-    connectionTimeout: 60_000,
-    keepAliveTimeout: 72_000,
-    requestTimeout: 30_000,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    requestTimeout: REQUEST_TIMEOUT_MS,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 }
   })
+
+  app.server.headersTimeout = HEADERS_TIMEOUT_MS
 
   await app.register(requestIdHeader)
   await app.register(errorEnvelope)

@@ -111,7 +111,8 @@ describe.each(backends)('POST /plants on $name', (backend) => {
 
   describe('when the body is not a JSON object', () => {
     it.each([
-      ['truncated JSON', '{"id":1,"name":"a"', /^request body is not valid JSON/],
+      ['truncated JSON', '{"id":1,"name":"a"', "request body is not valid JSON: expected '}' at position 18"],
+      ['a raw control character in a string', '{"id":1,"name":"a\u0001"}', 'request body is not valid JSON: invalid string (a bad escape or a raw control character) at position 15'],
       ['a JSON array', '[{"id":1,"name":"a"}]', 'request body must be a JSON object'],
       ['JSON null', 'null', 'request body must be a JSON object'],
       ['a JSON string', '"plant"', 'request body must be a JSON object'],

@@ -11,7 +11,12 @@ import secureJson from 'secure-json-parse'
  */
 export function parseExactJson (text: string): unknown {
   if (!MAY_HOLD_UNSAFE_NUMBER.test(text)) {
-    return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+    try {
+      return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+    } catch (error) {
+      if (!(error instanceof SyntaxError) || error.message.includes('prototype')) throw error
+      throw locateSyntaxError(text)
+    }
   }
   return new ExactJsonParser(text).parseDocument()
 }
@@ -24,6 +29,16 @@ export function parseExactJson (text: string): unknown {
 const MAY_HOLD_UNSAFE_NUMBER = /[\d.]{16}|\d[eE]/
 
 export class JsonSyntaxError extends Error {}
+
+/** Says where JSON.parse's refused text breaks, in the same words as the exact path. */
+function locateSyntaxError (text: string): JsonSyntaxError {
+  try {
+    new ExactJsonParser(text).parseDocument()
+  } catch (error) {
+    if (error instanceof JsonSyntaxError) return error
+  }
+  return new JsonSyntaxError('syntax error')
+}
 
 const MAX_NESTING = 512
 const NUMBER_LITERAL = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
@@ -138,8 +153,13 @@ class ExactJsonParser {
       end += char === '\\' ? 2 : 1
     }
     this.position = end + 1
-    // JSON.parse decodes the escapes and refuses raw control characters, exactly as on the fast path.
-    return JSON.parse(this.text.slice(start, this.position)) as string
+    try {
+      // JSON.parse decodes the escapes and refuses raw control characters, exactly as on the fast path.
+      return JSON.parse(this.text.slice(start, this.position)) as string
+    } catch {
+      this.position = start
+      return this.fail('invalid string (a bad escape or a raw control character)')
+    }
   }
 
   private parseNumber (): number | bigint {
