@@ -1,4 +1,5 @@
 import { parseTokenList } from './auth/tokens.js'
+import { isPostgresUrl } from './store/open-store.js'
 
 /**
  * Configuration comes from environment variables only, and this is the only module that reads them.
@@ -12,6 +13,12 @@ export interface Config {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string
+  /** PostgreSQL only: pool size per instance, connect timeout, statement timeout. */
+  readonly database: {
+    readonly poolSize: number
+    readonly connectTimeoutMs: number
+    readonly statementTimeoutMs: number
+  }
   /** SHA-256 digests of the accepted tokens; empty means "use the generated token". */
   readonly tokenDigests: readonly Buffer[]
   readonly logLevel: LogLevel
@@ -34,6 +41,11 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     port: integerVariable(env, 'PORT', 3000, 0, 65535),
     host: hostVariable(env),
     databaseUrl: databaseUrlVariable(env),
+    database: Object.freeze({
+      poolSize: integerVariable(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+      connectTimeoutMs: integerVariable(env, 'DATABASE_CONNECT_TIMEOUT_MS', 2000, 100, 600_000),
+      statementTimeoutMs: integerVariable(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000)
+    }),
     tokenDigests: Object.freeze(tokensVariable(env)),
     logLevel: logLevelVariable(env),
     bodyLimit: integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024),
@@ -67,7 +79,9 @@ function hostVariable (env: Env): string {
 function databaseUrlVariable (env: Env): string {
   const url = valueOf(env, 'DATABASE_URL') ?? 'sqlite:./data/plantstore.db'
   if (url === 'memory:' || (url.startsWith('sqlite:') && url.length > 'sqlite:'.length)) return url
-  throw new ConfigError('DATABASE_URL', 'must be "memory:" or "sqlite:<file path>"')
+  if (isPostgresUrl(url) && URL.canParse(url)) return url
+  // The value is not echoed: a connection URL may carry a password.
+  throw new ConfigError('DATABASE_URL', 'must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"')
 }
 
 function tokensVariable (env: Env): Buffer[] {

@@ -1,7 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { resolveAccessTokens } from './auth/tokens.js'
 import { ConfigError, loadConfig } from './config.js'
+import { StoreUnavailableError } from './errors.js'
 import { openStore } from './store/open-store.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
@@ -9,12 +11,25 @@ const SHUTDOWN_DEADLINE_MS = 8_000
 
 async function main (): Promise<void> {
   const config = loadConfig()
-  const store = await openStore(config.databaseUrl)
-  const { accessTokens, generatedToken } = await resolveAccessTokens(config.tokenDigests, store)
+  const store = await openStore(config.databaseUrl, config.database)
+  const { accessTokens, generatedToken } = await untilStoreAnswers(() => resolveAccessTokens(config.tokenDigests, store))
   const app = await buildApp(config, { store, accessTokens })
   stopGracefullyOnSignals(app)
   const address = await app.listen({ port: config.port, host: config.host })
   if (generatedToken !== undefined) announceGeneratedToken(generatedToken, address)
+}
+
+/** Retries `operation` while the store is unavailable (a database still starting), saying so once a second. */
+async function untilStoreAnswers<T> (operation: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await operation()
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError)) throw error
+      process.stderr.write(`plantstore: waiting for the database (${error.message})\n`)
+      await sleep(1000)
+    }
+  }
 }
 
 function stopGracefullyOnSignals (app: FastifyInstance): void {

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest'
 import { digestToken } from '../src/auth/tokens.js'
 import { ConfigError, loadConfig } from '../src/config.js'
 
+const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
+
 describe('Configuration from the environment', () => {
   it('has the documented defaults', () => {
     const config = loadConfig({}, false)
@@ -10,6 +12,7 @@ describe('Configuration from the environment', () => {
       port: 3000,
       host: '127.0.0.1',
       databaseUrl: 'sqlite:./data/plantstore.db',
+      database: { poolSize: 10, connectTimeoutMs: 2000, statementTimeoutMs: 5000 },
       tokenDigests: [],
       logLevel: 'info',
       bodyLimit: 16384,
@@ -22,7 +25,10 @@ describe('Configuration from the environment', () => {
     const config = loadConfig({
       PORT: '8080',
       HOST: '0.0.0.0',
-      DATABASE_URL: 'memory:',
+      DATABASE_URL: 'postgresql://plantstore:pw@db.internal:5432/plants',
+      DATABASE_POOL_SIZE: '20',
+      DATABASE_CONNECT_TIMEOUT_MS: '1500',
+      DATABASE_STATEMENT_TIMEOUT_MS: '3000',
       PLANTSTORE_TOKENS: 'abc',
       LOG_LEVEL: 'warn',
       BODY_LIMIT: '1024'
@@ -31,7 +37,8 @@ describe('Configuration from the environment', () => {
     expect(config).toEqual({
       port: 8080,
       host: '0.0.0.0',
-      databaseUrl: 'memory:',
+      databaseUrl: 'postgresql://plantstore:pw@db.internal:5432/plants',
+      database: { poolSize: 20, connectTimeoutMs: 1500, statementTimeoutMs: 3000 },
       tokenDigests: [digestToken('abc')],
       logLevel: 'warn',
       bodyLimit: 1024,
@@ -47,8 +54,12 @@ describe('Configuration from the environment', () => {
     ['BODY_LIMIT', '0', 'BODY_LIMIT must be a whole number from 1 to 67108864, got "0"'],
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     ['HOST', 'bad host', 'HOST must be a host name or IP address, got "bad host"'],
-    ['DATABASE_URL', 'mysql://user:secret@db/plants', 'DATABASE_URL must be "memory:" or "sqlite:<file path>"'],
-    ['DATABASE_URL', 'sqlite:', 'DATABASE_URL must be "memory:" or "sqlite:<file path>"'],
+    ['DATABASE_URL', 'mysql://user:secret@db/plants', DATABASE_URL_RULE],
+    ['DATABASE_URL', 'sqlite:', DATABASE_URL_RULE],
+    ['DATABASE_URL', 'postgres://user:secret@[bad', DATABASE_URL_RULE],
+    ['DATABASE_POOL_SIZE', '0', 'DATABASE_POOL_SIZE must be a whole number from 1 to 1000, got "0"'],
+    ['DATABASE_CONNECT_TIMEOUT_MS', 'soon', 'DATABASE_CONNECT_TIMEOUT_MS must be a whole number from 100 to 600000, got "soon"'],
+    ['DATABASE_STATEMENT_TIMEOUT_MS', '10', 'DATABASE_STATEMENT_TIMEOUT_MS must be a whole number from 100 to 600000, got "10"'],
     ['PLANTSTORE_TOKENS', 'good,secret value', 'PLANTSTORE_TOKENS entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)']
   ])('stops on a bad %s=%j with one line naming it', (variable, value, message) => {
     let thrown: unknown

@@ -8,7 +8,9 @@ import { buildApp, type AppConfig } from '../src/app.js'
 import { AccessTokens, digestToken } from '../src/auth/tokens.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import type { PlantStore } from '../src/store/plant-store.js'
+import { openPostgresStore, type PostgresOptions } from '../src/store/postgres.js'
 import { openSqliteStore } from '../src/store/sqlite.js'
+import { createTestDatabase } from './postgres-database.js'
 
 export const TEST_TOKEN = 'plantstore-test-token-5f1c2a'
 
@@ -39,16 +41,19 @@ export function temporaryFolder (): string {
   return folder
 }
 
+export const TEST_POSTGRES_OPTIONS: PostgresOptions = { poolSize: 4, connectTimeoutMs: 2000, statementTimeoutMs: 5000 }
+
 export interface Backend {
   readonly name: string
-  /** Opens a fresh, empty store of this backend; the app that receives it closes it. */
-  open (): PlantStore
+  /** Opens a fresh, empty store of this backend; whoever receives it closes it. */
+  open (): Promise<PlantStore>
 }
 
 /** Every backend the HTTP suites and the store contract run over. */
 export const backends: readonly Backend[] = [
-  { name: 'memory', open: openMemoryStore },
-  { name: 'sqlite', open: () => openSqliteStore(join(temporaryFolder(), 'plants.db')) }
+  { name: 'memory', open: async () => openMemoryStore() },
+  { name: 'sqlite', open: async () => openSqliteStore(join(temporaryFolder(), 'plants.db')) },
+  { name: 'postgres', open: async () => openPostgresStore(await createTestDatabase(), TEST_POSTGRES_OPTIONS) }
 ]
 
 export const bearer = (token = TEST_TOKEN) => ({ authorization: `Bearer ${token}` })

@@ -4,7 +4,7 @@ import { backends, buildTestApp, expectError, expectNothingStored, postPlant } f
 const ID_RULE = 'id must be an integer from -9223372036854775808 to 9223372036854775807'
 
 describe.each(backends)('NewPlant field rules on $name', (backend) => {
-  const build = () => buildTestApp({ store: backend.open() })
+  const build = async () => buildTestApp({ store: await backend.open() })
 
   describe('id', () => {
     it.each([

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { backends, bearer, buildTestApp, expectError, expectNothingStored, postPlant } from './helper.js'
 
 describe.each(backends)('POST /plants on $name', (backend) => {
-  const build = () => buildTestApp({ store: backend.open() })
+  const build = async () => buildTestApp({ store: await backend.open() })
 
   describe('when the id is new', () => {
     it('then it answers 200 with name and tag only, JSON, a Location and a request id', async () => {
@@ -249,7 +249,7 @@ describe.each(backends)('POST /plants on $name', (backend) => {
     })
 
     it('then the limit follows BODY_LIMIT', async () => {
-      const app = await buildTestApp({ store: backend.open(), config: { bodyLimit: 64 } })
+      const app = await buildTestApp({ store: await backend.open(), config: { bodyLimit: 64 } })
 
       expectError(await postPlant(app, sized(65)), 413, 'request body is larger than 64 bytes')
       expect((await postPlant(app, sized(64))).statusCode).toBe(200)

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from './helper.js'
-import { runServerToExit, startServer } from './server-process.js'
+import { spawnServer, startServer } from './server-process.js'
 
 const TOKEN = 'process-test-token'
 const auth = (token = TOKEN) => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' })
@@ -84,9 +84,9 @@ describe('The built server as a child process, over real HTTP', () => {
     ['LOG_LEVEL', 'chatty', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "chatty"'],
     ['PLANTSTORE_TOKENS', 'sha256:123', 'PLANTSTORE_TOKENS entry 1 must be "sha256:" followed by 64 hexadecimal digits']
   ])('refuses to start on a bad %s with one clear line', async (variable, value, message) => {
-    const result = await runServerToExit({ [variable]: value, DATABASE_URL: 'memory:' })
+    const server = spawnServer({ [variable]: value, DATABASE_URL: 'memory:' })
 
-    expect(result.code).toBe(1)
-    expect(result.stderr).toBe(`plantstore could not start: configuration error: ${message}\n`)
+    expect(await server.exited).toBe(1)
+    expect(server.stderr()).toBe(`plantstore could not start: configuration error: ${message}\n`)
   })
 })

@@ -3,14 +3,12 @@ import Database from 'better-sqlite3'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StoreUnavailableError } from '../src/errors.js'
 import { SchemaTooNewError } from '../src/store/migrations/migration.js'
-import { openMemoryStore } from '../src/store/memory.js'
 import { openStore } from '../src/store/open-store.js'
 import { openSqliteDatabase, openSqliteStore } from '../src/store/sqlite.js'
-import { temporaryFolder } from './helper.js'
+import { backends, TEST_POSTGRES_OPTIONS, temporaryFolder } from './helper.js'
 import { storeContract } from './store-contract.js'
 
-storeContract('memory', openMemoryStore)
-storeContract('sqlite', () => openSqliteStore(join(temporaryFolder(), 'contract.db')))
+for (const backend of backends) storeContract(backend.name, backend.open)
 
 describe('the SQLite adapter', () => {
   it('keeps plants across a reopen of the same file', async () => {
@@ -67,7 +65,7 @@ describe('openStore', () => {
     ['memory:', 'memory'],
     ['sqlite:FILE', 'sqlite']
   ])('picks the adapter from %s', async (url, backend) => {
-    const store = await openStore(url.replace('FILE', join(temporaryFolder(), 'x.db')))
+    const store = await openStore(url.replace('FILE', join(temporaryFolder(), 'x.db')), TEST_POSTGRES_OPTIONS)
     onTestFinished(() => store.close())
 
     expect(store.backend).toBe(backend)

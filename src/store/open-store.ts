@@ -1,10 +1,11 @@
 import type { PlantStore } from './plant-store.js'
+import type { PostgresOptions } from './postgres.js'
 
 /**
  * Opens the store a `DATABASE_URL` names. The scheme picks the adapter; each adapter's driver is
  * imported only when that backend is chosen.
  */
-export async function openStore (databaseUrl: string): Promise<PlantStore> {
+export async function openStore (databaseUrl: string, postgresOptions: PostgresOptions): Promise<PlantStore> {
   if (databaseUrl === 'memory:') {
     const { openMemoryStore } = await import('./memory.js')
     return openMemoryStore()
@@ -13,6 +14,10 @@ export async function openStore (databaseUrl: string): Promise<PlantStore> {
     const { openSqliteStore } = await import('./sqlite.js')
     return openSqliteStore(sqliteFilePath(databaseUrl))
   }
+  if (isPostgresUrl(databaseUrl)) {
+    const { openPostgresStore } = await import('./postgres.js')
+    return openPostgresStore(databaseUrl, postgresOptions)
+  }
   throw new Error(`unsupported DATABASE_URL scheme in ${JSON.stringify(databaseUrl.split(':')[0])}`)
 }
 
@@ -20,4 +25,8 @@ export async function openStore (databaseUrl: string): Promise<PlantStore> {
 export function sqliteFilePath (databaseUrl: string): string {
   const rest = databaseUrl.slice('sqlite:'.length)
   return rest.startsWith('//') ? rest.slice(2) : rest
+}
+
+export function isPostgresUrl (databaseUrl: string): boolean {
+  return databaseUrl.startsWith('postgres://') || databaseUrl.startsWith('postgresql://')
 }

