@@ -1,11 +1,15 @@
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
+import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StoreUnavailableError } from '../src/errors.js'
 import { SchemaTooNewError } from '../src/store/migrations/migration.js'
 import { openStore } from '../src/store/open-store.js'
+import { openPostgresStore } from '../src/store/postgres.js'
 import { openSqliteDatabase, openSqliteStore } from '../src/store/sqlite.js'
 import { backends, TEST_POSTGRES_OPTIONS, temporaryFolder } from './helper.js'
+import { createTestDatabase } from './postgres-database.js'
+import { freePort } from './postgres-server.js'
 import { storeContract } from './store-contract.js'
 
 for (const backend of backends) storeContract(backend.name, backend.open)
@@ -60,6 +64,32 @@ describe('the SQLite adapter', () => {
   })
 })
 
+describe('the PostgreSQL adapter', () => {
+  it('records applied migrations and refuses a database whose schema is newer than the code', async () => {
+    const url = await createTestDatabase()
+    await (await openPostgresStore(url, TEST_POSTGRES_OPTIONS)).close()
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    onTestFinished(() => client.end())
+    const applied = await client.query('SELECT version, name FROM plantstore_migrations ORDER BY version')
+    await client.query("INSERT INTO plantstore_migrations (version, name) VALUES (99, 'from the future')")
+
+    expect(applied.rows).toEqual([{ version: 1, name: 'plants and the generated access token' }])
+    await expect(openPostgresStore(url, TEST_POSTGRES_OPTIONS)).rejects.toThrow(
+      'the database schema is at version 99, newer than this plantstore knows (1)')
+  })
+
+  it('opens while the database is unreachable and reports StoreUnavailableError until it answers', async () => {
+    const store = await openPostgresStore(`postgres://nobody:pw@127.0.0.1:${await freePort()}/none`, {
+      ...TEST_POSTGRES_OPTIONS, connectTimeoutMs: 500
+    })
+    onTestFinished(() => store.close())
+
+    await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError)
+    await expect(store.create({ id: 1n, name: 'Fern' })).rejects.toBeInstanceOf(StoreUnavailableError)
+  })
+})
+
 describe('openStore', () => {
   it.each([
     ['memory:', 'memory'],
@@ -69,5 +99,14 @@ describe('openStore', () => {
     onTestFinished(() => store.close())
 
     expect(store.backend).toBe(backend)
+  })
+
+  it.each(['postgres', 'postgresql'])('picks the PostgreSQL adapter from a %s:// URL', async (scheme) => {
+    const url = (await createTestDatabase()).replace(/^postgres:/, `${scheme}:`)
+
+    const store = await openStore(url, TEST_POSTGRES_OPTIONS)
+    onTestFinished(() => store.close())
+
+    expect(store.backend).toBe('postgres')
   })
 })
