@@ -4,24 +4,30 @@ import type { AccessTokens } from './auth/tokens.js'
 import type { Config } from './config.js'
 import { shuttingDown } from './errors.js'
 import { docsRoutes, openApiDocument } from './http/docs.js'
-import { clientError, errorEnvelope, frameworkError, sendError } from './http/error-envelope.js'
+import { clientError, errorEnvelope, frameworkError } from './http/error-envelope.js'
 import { healthRoutes } from './http/health.js'
 import { jsonBody } from './http/json-body.js'
+import { knownRoutes } from './http/method-not-allowed.js'
 import { CompletedRequestLog, logRedaction } from './http/request-log.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
 import { plantsRoutes } from './http/plants.js'
+import { sendError } from './http/send-error.js'
 import { validation } from './http/validation.js'
 import type { PlantStore } from './store/plant-store.js'
 import { SERVICE_VERSION } from './version.js'
 
-/** A client has this long to send its request headers: slow-header clients cannot hold sockets for long. */
-const HEADERS_TIMEOUT_MS = 10_000
-/** ...and this long for the whole request, body included. */
-const REQUEST_TIMEOUT_MS = 30_000
-/** Longer than the 60 s idle timeout of common load balancers, so they close idle connections first. */
-const KEEP_ALIVE_TIMEOUT_MS = 65_000
+export interface ServerTimeouts {
+  /** A client has this long to send its request headers: slow-header clients cannot hold sockets for long. */
+  readonly headersMs: number
+  /** ...and this long for the whole request, body included. */
+  readonly requestMs: number
+  /** Longer than the 60 s idle timeout of common load balancers, so they close idle connections first. */
+  readonly keepAliveMs: number
+}
 
-export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'>
+export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
+
+export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> & { readonly timeouts?: ServerTimeouts }
 
 export interface AppDependencies {
   readonly store: PlantStore
@@ -36,6 +42,7 @@ export interface AppDependencies {
  */
 export async function buildApp (config: AppConfig, dependencies: AppDependencies): Promise<FastifyInstance> {
   const { store, accessTokens, logStream } = dependencies
+  const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS
 
   const app = Fastify({
     logger: {
@@ -52,13 +59,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     return503OnClosing: false,
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
-    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-    requestTimeout: REQUEST_TIMEOUT_MS,
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 }
+    keepAliveTimeout: timeouts.keepAliveMs,
+    requestTimeout: timeouts.requestMs,
+    // Checked every second, so the timeouts hold to within a second (Node's default interval is 30 s).
+    http: { requireHostHeader: false, connectionsCheckingInterval: 1000 }
   })
+  app.server.headersTimeout = timeouts.headersMs
 
-  app.server.headersTimeout = HEADERS_TIMEOUT_MS
-
+  await app.register(knownRoutes)
   await app.register(requestIdHeader)
   await app.register(errorEnvelope)
   await app.register(jsonBody)
@@ -78,7 +86,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
-  await app.register(plantsRoutes, { store, accessTokens })
+  await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens })
 
   await app.ready()
   return app

@@ -48,7 +48,21 @@ function codePointLength (text: string): number {
   return length
 }
 
+/** Canonical decimal text: an optional `-`, then digits without leading zeros (so no `+5`, `007`, `-0`, `1e2`). */
+const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]{0,18})$/
+
+export interface IntegerTextRule { minimum?: number, maximum?: number }
+
+/** Path and query values arrive as text; only the canonical decimal form of an in-range integer passes. */
+export function isIntegerText (value: unknown, rule: IntegerTextRule): value is string {
+  if (typeof value !== 'string' || !CANONICAL_INTEGER.test(value)) return false
+  const integer = BigInt(value)
+  return integer >= (rule.minimum === undefined ? INT64_MIN : BigInt(rule.minimum)) &&
+    integer <= (rule.maximum === undefined ? INT64_MAX : BigInt(rule.maximum))
+}
+
 TypeRegistry.Set('Int64', (_schema, value) => isInt64(value))
+TypeRegistry.Set<IntegerTextRule>('IntegerText', (schema, value) => isIntegerText(value, schema))
 TypeRegistry.Set<PlantTextRule>('PlantText', (schema, value) => plantTextViolation(value, schema) === undefined)
 
 const INT64_DESCRIPTION = 'a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly'
@@ -61,6 +75,10 @@ const Int64 = (description: string) =>
     description: `${description}: ${INT64_DESCRIPTION}`,
     examples: [10]
   })
+
+/** An integer path or query parameter: documented as the integer it is, checked as its canonical text. */
+const IntegerText = (options: IntegerTextRule & { format: 'int32' | 'int64', description: string, default?: number, examples: number[] }) =>
+  Type.Unsafe<string>({ [Kind]: 'IntegerText', type: 'integer', ...options })
 
 const PlantText = (rule: PlantTextRule, description: string, example: string) =>
   Type.Unsafe<string>({
@@ -95,6 +113,45 @@ export const NewPlant = Type.Object({
 })
 export type NewPlant = Static<typeof NewPlant>
 
+export const StoredPlant = Type.Object({
+  id: Int64('Identification number of the plant'),
+  ...plantFields
+}, {
+  $id: 'StoredPlant',
+  title: 'StoredPlant',
+  description: 'A plant as the store holds it: id, name, and tag when one was given.'
+})
+export type StoredPlant = Static<typeof StoredPlant>
+
+export const StoredPlantPage = Type.Array(ref(StoredPlant), {
+  description: 'Plants ordered by id ascending. A `Link: <…>; rel="next"` header names the next page while more plants remain.'
+})
+
+export const PlantIdParams = Type.Object({
+  id: IntegerText({ format: 'int64', description: 'The id of the plant, in canonical decimal form', examples: [10] })
+})
+export type PlantIdParams = Static<typeof PlantIdParams>
+
+export const DEFAULT_PAGE_SIZE = 100
+export const MAX_PAGE_SIZE = 1000
+
+export const PageQuery = Type.Object({
+  limit: Type.Optional(IntegerText({
+    format: 'int32',
+    minimum: 1,
+    maximum: MAX_PAGE_SIZE,
+    default: DEFAULT_PAGE_SIZE,
+    description: 'How many plants a page holds at most',
+    examples: [DEFAULT_PAGE_SIZE]
+  })),
+  after: Type.Optional(IntegerText({
+    format: 'int64',
+    description: 'Exclusive cursor: the page starts with the first plant whose id is greater (it need not exist)',
+    examples: [10]
+  }))
+})
+export type PageQuery = Static<typeof PageQuery>
+
 export const ErrorBody = Type.Object({
   error: Type.Integer({ format: 'int32', description: 'The HTTP status code of the response', examples: [400] }),
   message: Type.String({ description: 'What went wrong, as a human sentence', examples: ['name must be at most 256 characters long'] })
@@ -111,7 +168,7 @@ export const Health = Type.Object({
 export type Health = Static<typeof Health>
 
 /** Every schema with an `$id`: registered once on the app, emitted as OpenAPI components. */
-export const sharedSchemas: readonly TSchema[] = [Plant, NewPlant, ErrorBody, Health]
+export const sharedSchemas: readonly TSchema[] = [Plant, NewPlant, StoredPlant, ErrorBody, Health]
 
 /** A `$ref` to a shared schema that still infers the referenced type in route handlers. */
 export function ref<T extends TSchema> (schema: T) {

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { resolveAccessTokens } from './auth/tokens.js'
 import { ConfigError, loadConfig } from './config.js'
-import { StoreUnavailableError } from './errors.js'
+import { StoreUnavailableError } from './store/plant-store.js'
 import { openStore } from './store/open-store.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */

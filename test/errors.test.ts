@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { StoreUnavailableError } from '../src/errors.js'
+import { StoreUnavailableError } from '../src/store/plant-store.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { openSqliteStore } from '../src/store/sqlite.js'
@@ -60,7 +60,8 @@ describe('The error envelope', () => {
 
     it.each([
       ['/healthz', 'POST', 'GET, HEAD'],
-      ['/readyz', 'DELETE', 'GET, HEAD']
+      ['/readyz', 'DELETE', 'GET, HEAD'],
+      ['/openapi.json', 'PUT', 'GET, HEAD']
     ])('answers %s with an unsupported method with a 405 and Allow', async (url, method, allow) => {
       const app = await buildTestApp()
 
@@ -70,13 +71,59 @@ describe('The error envelope', () => {
       expect(response.headers.allow).toBe(allow)
     })
 
-    it('answers /plants with an unsupported method (authenticated) with a 405 and Allow', async () => {
+    it.each([
+      ['PATCH', '/plants', 'GET, HEAD, POST'],
+      ['PUT', '/plants/5', 'DELETE, GET, HEAD'],
+      ['POST', '/plants/5', 'DELETE, GET, HEAD'],
+      ['OPTIONS', '/plants', 'GET, HEAD, POST'],
+      ['TRACE', '/plants', 'GET, HEAD, POST']
+    ])('answers an authenticated %s %s with a 405 and Allow', async (method, url, allow) => {
       const app = await buildTestApp()
 
-      const response = await app.inject({ method: 'PATCH', url: '/plants', headers: bearer() })
+      const response = await app.inject({ method: method as 'PATCH', url, headers: bearer() })
 
-      expectError(response, 405, '/plants does not support PATCH; allowed: POST')
-      expect(response.headers.allow).toBe('POST')
+      expectError(response, 405, `${url} does not support ${method}; allowed: ${allow}`)
+      expect(response.headers.allow).toBe(allow)
+    })
+
+    it('answers a method the router does not know (PROPFIND) on a known path with a 405, after authentication', async () => {
+      const app = await listeningApp()
+
+      const unauthenticated = parseRawResponse(await rawExchange(app, 'PROPFIND /plants HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'))
+      const authenticated = parseRawResponse(await rawExchange(app, 'PROPFIND /plants HTTP/1.1\r\nHost: x\r\n' +
+        `Authorization: ${bearer().authorization}\r\nConnection: close\r\n\r\n`))
+
+      expect(unauthenticated.status).toBe(401)
+      expect(authenticated.status).toBe(405)
+      expect(authenticated.body).toEqual({ error: 405, message: '/plants does not support PROPFIND; allowed: GET, HEAD, POST' })
+      expect(authenticated.headers.allow).toBe('GET, HEAD, POST')
+    })
+
+    it('answers an unknown path below /plants with a 404, after authentication', async () => {
+      const app = await buildTestApp()
+
+      expectError(await app.inject({ method: 'GET', url: '/plants/1/leaves', headers: bearer() }), 404, 'no route GET /plants/1/leaves')
+      expectError(await app.inject({ method: 'GET', url: '/plants/1/leaves' }), 401, /Authorization/)
+    })
+
+    it('answers an overlong path segment with a 414 Error', async () => {
+      const app = await buildTestApp()
+
+      expectError(await app.inject({ method: 'GET', url: `/plants/${'1'.repeat(120)}`, headers: bearer() }), 414,
+        'a path segment of the request URL is too long')
+    })
+
+    it('answers a body shorter than its Content-Length with a 400 Error', async () => {
+      const app = await buildTestApp()
+
+      const response = await app.inject({
+        method: 'POST',
+        url: '/plants',
+        headers: { ...bearer(), 'content-type': 'application/json', 'content-length': '50' },
+        payload: '{"id":1,"name":"a"}'
+      })
+
+      expectError(response, 400, 'Request body size did not match Content-Length')
     })
 
     it('answers a URL that cannot be decoded with a 400 Error', async () => {
@@ -107,14 +154,6 @@ describe('The error envelope', () => {
 
       expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
       expectError(response, 404, 'no route GET /nowhere')
-    })
-
-    it('is on successful replies too', async () => {
-      const app = await buildTestApp()
-
-      const response = await postPlant(app, { id: 1, name: 'Fern' })
-
-      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
     })
   })
 
@@ -172,6 +211,28 @@ describe('The error envelope', () => {
       expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
     })
 
+    it('answers an HTTP/1.1 request without Host with a 400 Error', async () => {
+      const app = await listeningApp()
+
+      const response = parseRawResponse(await rawExchange(app, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n'))
+
+      expect(response.status).toBe(400)
+      expect(response.body).toEqual({ error: 400, message: 'HTTP/1.1 requests need a Host header' })
+      expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
+    })
+
+    it('answers headers that do not arrive within the headers timeout with a 408 Error', async () => {
+      const app = await buildTestApp({ config: { timeouts: { headersMs: 300, requestMs: 600, keepAliveMs: 1000 } } })
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const started = performance.now()
+
+      const response = parseRawResponse(await exchangeOn(openSocket(app), 'GET /healthz HTTP/1.1\r\nHost: x\r\n'))
+
+      expect(response.status).toBe(408)
+      expect(response.body).toEqual({ error: 408, message: 'the request was not received in time' })
+      expect(performance.now() - started).toBeLessThan(3000)
+    })
+
     it('answers oversized headers with a 431 Error', async () => {
       const app = await listeningApp()
 
@@ -205,7 +266,9 @@ describe('The error envelope', () => {
       let openGate = () => {}
       const gate = new Promise<void>((resolve) => { openGate = resolve })
       const memory = openMemoryStore()
-      const store: PlantStore = { ...memory, create: async (plant) => { await gate; return memory.create(plant) } }
+      let enterCreate = () => {}
+      const inCreate = new Promise<void>((resolve) => { enterCreate = resolve })
+      const store: PlantStore = { ...memory, create: async (plant) => { enterCreate(); await gate; return memory.create(plant) } }
       const app = await listeningApp(store)
       const body = '{"id":1,"name":"a"}'
       const post = 'POST /plants HTTP/1.1\r\nHost: x\r\nConnection: close\r\n' +
@@ -214,12 +277,14 @@ describe('The error envelope', () => {
       const inFlight = rawExchange(app, post)
       const late = openSocket(app)
       late.write('GET /healthz HTTP/1.1\r\n')
-      await new Promise((resolve) => setTimeout(resolve, 100))
+      await inCreate
 
       const closed = app.close()
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await expect.poll(() => app.server.listening).toBe(false)
+      let lateAnswered = false
+      late.once('data', () => { lateAnswered = true })
       const lateAnswer = exchangeOn(late, 'Host: x\r\n\r\n')
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await expect.poll(() => lateAnswered).toBe(true)
       openGate()
 
       const finished = parseRawResponse(await inFlight)
@@ -230,6 +295,7 @@ describe('The error envelope', () => {
       expect(refused.status).toBe(503)
       expect(refused.body).toEqual({ error: 503, message: 'the service is shutting down, retry later' })
       expect(refused.headers['retry-after']).toBe('1')
+      expect(refused.headers.connection).toBe('close')
       expect(refused.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
     })
   })

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from './helper.js'
@@ -69,13 +70,17 @@ describe('The built server as a child process, over real HTTP', () => {
 
   it('stops gracefully on SIGTERM and SIGINT with exit code 0 and no error logged', async () => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-      const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'stop.db')}`, PLANTSTORE_TOKENS: TOKEN })
+      const file = join(temporaryFolder(), 'stop.db')
+      const server = await startServer({ DATABASE_URL: `sqlite:${file}`, PLANTSTORE_TOKENS: TOKEN })
       await post(server.baseUrl, { id: 1, name: 'Fern' })
+      expect(existsSync(`${file}-wal`)).toBe(true)
 
       process.kill(server.child.pid as number, signal)
 
       expect(await server.exited).toBe(0)
       expect(server.stdout()).not.toMatch(/"level":(50|60)/)
+      // SQLite removes the WAL file only when the last connection closes cleanly: the store was closed.
+      expect(existsSync(`${file}-wal`)).toBe(false)
     }
   })
 

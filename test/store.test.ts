@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { StoreUnavailableError } from '../src/errors.js'
+import { StoreUnavailableError } from '../src/store/plant-store.js'
 import { SchemaTooNewError } from '../src/store/migrations/migration.js'
 import { openStore } from '../src/store/open-store.js'
 import { openPostgresStore } from '../src/store/postgres.js'
@@ -36,7 +36,7 @@ describe('the SQLite adapter', () => {
 
     expect(reopened.pragma('journal_mode', { simple: true })).toBe('wal')
     expect(reopened.pragma('synchronous', { simple: true })).toBe(2n)
-    expect(reopened.pragma('busy_timeout', { simple: true })).toBe(5000n)
+    expect(reopened.pragma('busy_timeout', { simple: true })).toBe(250n)
     expect(reopened.pragma('user_version', { simple: true })).toBe(1n)
   })
 

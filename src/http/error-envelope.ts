@@ -4,10 +4,13 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import {
-  bodyTooLarge, headersTooLarge, internalError, malformedHttp, PlantstoreError, requestTimeout,
-  routeNotFound, StoreUnavailableError, storeUnavailable, unsupportedMediaType
+  bodyTooLarge, headersTooLarge, internalError, malformedHttp, malformedUrl, missingHost, PlantstoreError, requestTimeout,
+  storeUnavailable, unsupportedMediaType, uriTooLong
 } from '../errors.js'
+import { StoreUnavailableError } from '../store/plant-store.js'
+import { answerUnmatched } from './method-not-allowed.js'
 import { REQUEST_ID_HEADER } from './request-id.js'
+import { sendError } from './send-error.js'
 
 /**
  * Turns every failure, from every layer, into the `Error` body `{error, message}` with `error` equal
@@ -23,19 +26,18 @@ export const errorEnvelope = fp(async function errorEnvelope (app: FastifyInstan
     sendError(reply, envelope)
   })
 
-  app.setNotFoundHandler((request, reply) => {
-    sendError(reply, routeNotFound(request.method, request.url.split('?', 1)[0] ?? request.url))
+  app.setNotFoundHandler(answerUnmatched)
+
+  // Node lets HTTP/1.1 requests without Host through only because `requireHostHeader` is off, so that
+  // this answer, not Node's bare 400, is what the client gets.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      sendError(reply, missingHost())
+      return
+    }
+    done()
   })
 }, { name: 'error-envelope' })
-
-export function sendError (reply: FastifyReply, error: PlantstoreError): FastifyReply {
-  return reply
-    .code(error.statusCode)
-    .headers(error.headers)
-    .header(REQUEST_ID_HEADER, reply.request.id)
-    .type('application/json; charset=utf-8')
-    .send({ error: error.statusCode, message: error.message })
-}
 
 function toPlantstoreError (error: FastifyError, request: FastifyRequest): PlantstoreError {
   if (error instanceof PlantstoreError) return error
@@ -47,18 +49,16 @@ function toPlantstoreError (error: FastifyError, request: FastifyRequest): Plant
       return unsupportedMediaType('Content-Type must be application/json')
   }
   const status = error.statusCode ?? 500
-  if (status >= 400 && status < 500) {
-    return new PlantstoreError(error.code ?? 'PLANTSTORE_BAD_REQUEST', status, error.message)
-  }
+  if (status >= 400 && status < 500) return new PlantstoreError(status, error.message)
   return internalError(request.id)
 }
 
 /**
- * Fastify's `frameworkErrors`: the router's own 400 for a URL that cannot be decoded. No hook has run
- * yet, so this is the only place that can answer it.
+ * Fastify's `frameworkErrors`: the router refused the URL (it cannot be decoded, or a path segment is
+ * too long). No hook has run yet, so this is the only place that can answer it.
  */
 export function frameworkError (error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
-  sendError(reply, new PlantstoreError(error.code, error.statusCode ?? 400, 'the request URL is malformed'))
+  sendError(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? uriTooLong() : malformedUrl())
 }
 
 /**

@@ -11,6 +11,9 @@ import secureJson from 'secure-json-parse'
  */
 export function parseExactJson (text: string): unknown {
   if (!MAY_HOLD_UNSAFE_NUMBER.test(text)) {
+    // The exact path recurses and so has a depth limit; the same limit holds here, where it is cheap to
+    // skip for texts too short to nest that deep.
+    if (text.length > MAX_NESTING && nestsDeeperThanLimit(text)) throw new JsonSyntaxError(TOO_DEEP)
     try {
       return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
     } catch (error) {
@@ -41,6 +44,26 @@ function locateSyntaxError (text: string): JsonSyntaxError {
 }
 
 const MAX_NESTING = 512
+const TOO_DEEP = `nesting deeper than ${MAX_NESTING} levels`
+
+function nestsDeeperThanLimit (text: string): boolean {
+  let depth = 0
+  let inString = false
+  for (let index = 0; index < text.length; index++) {
+    const char = text.charCodeAt(index)
+    if (inString) {
+      if (char === 0x5c) index++
+      else if (char === 0x22) inString = false
+    } else if (char === 0x22) {
+      inString = true
+    } else if (char === 0x5b || char === 0x7b) {
+      if (++depth > MAX_NESTING) return true
+    } else if (char === 0x5d || char === 0x7d) {
+      depth--
+    }
+  }
+  return false
+}
 const NUMBER_LITERAL = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y
 const NUMBER_PARTS = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
@@ -79,7 +102,7 @@ class ExactJsonParser {
   }
 
   private parseValue (depth: number): unknown {
-    if (depth > MAX_NESTING) this.fail(`nesting deeper than ${MAX_NESTING} levels`)
+    if (depth > MAX_NESTING) this.fail(TOO_DEEP)
     this.skipWhitespace()
     const char = this.text[this.position]
     switch (char) {

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { PlantStore } from '../store/plant-store.js'
 import { Health, ref } from '../schemas.js'
-import { allowOnly } from './method-not-allowed.js'
 import { errorResponses } from './responses.js'
 
 /** `/healthz`: the process serves HTTP. `/readyz`: and its store answers. Neither needs a token. */
@@ -30,7 +29,4 @@ export async function healthRoutes (app: FastifyInstance, options: { store: Plan
     await store.ping()
     return { status: 'ok' as const }
   })
-
-  allowOnly(app, '/healthz', ['GET'])
-  allowOnly(app, '/readyz', ['GET'])
 }

@@ -1,20 +1,58 @@
-import type { FastifyInstance, HTTPMethods } from 'fastify'
-import { methodNotAllowed } from '../errors.js'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { methodNotAllowed, routeNotFound } from '../errors.js'
+import { sendError } from './send-error.js'
 
-const STANDARD_METHODS: readonly HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT']
+/** Which methods each known path answers, learned from the routes as they are added. */
+export class KnownRoutes {
+  private readonly routes = new Map<string, { pattern: RegExp, methods: Set<string> }>()
+
+  add (url: string, methods: readonly string[]): void {
+    let route = this.routes.get(url)
+    if (route === undefined) {
+      route = { pattern: patternOf(url), methods: new Set() }
+      this.routes.set(url, route)
+    }
+    for (const method of methods) route.methods.add(method)
+  }
+
+  /** The methods the path answers, sorted, or undefined when no route has this path. */
+  allowedMethods (path: string): string[] | undefined {
+    for (const { pattern, methods } of this.routes.values()) {
+      if (pattern.test(path)) return [...methods].sort()
+    }
+    return undefined
+  }
+}
+
+function patternOf (url: string): RegExp {
+  const escaped = url.replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+  return new RegExp(`^${escaped.replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}$`)
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    knownRoutes: KnownRoutes
+  }
+}
+
+/** Records every route's path and methods, so an unmatched request can be told 404 from 405. */
+export const knownRoutes = fp(async function knownRoutes (app: FastifyInstance) {
+  const routes = new KnownRoutes()
+  app.decorate('knownRoutes', routes)
+  app.addHook('onRoute', (route) => {
+    routes.add(route.url, Array.isArray(route.method) ? route.method : [route.method])
+  })
+}, { name: 'known-routes' })
 
 /**
- * Answers 405 with an `Allow` header for every standard method `url` does not support, instead of the
- * router's 404. Registered in the route's own scope, so the scope's hooks (authentication) run first.
+ * The not-found handler: 405 with `Allow` when the path exists with other methods, 404 otherwise.
+ * Registered in a scope, it runs that scope's hooks first (so `/plants` authenticates before a 405).
  */
-export function allowOnly (app: FastifyInstance, url: string, allowed: readonly HTTPMethods[]): void {
-  const withHead: readonly HTTPMethods[] = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed
-  app.route({
-    method: STANDARD_METHODS.filter((method) => !withHead.includes(method)),
-    url,
-    schema: { hide: true },
-    handler: async (request) => {
-      throw methodNotAllowed(request.method, url, withHead)
-    }
-  })
+export function answerUnmatched (request: FastifyRequest, reply: FastifyReply): void {
+  const path = request.url.split('?', 1)[0] ?? request.url
+  const allowed = request.server.knownRoutes.allowedMethods(path)
+  sendError(reply, allowed === undefined
+    ? routeNotFound(request.method, path)
+    : methodNotAllowed(request.method, path, allowed))
 }

@@ -2,11 +2,13 @@ import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import type { AccessTokens } from '../auth/tokens.js'
-import { plantIdConflict } from '../errors.js'
-import { NewPlant, Plant, ref } from '../schemas.js'
+import { plantIdConflict, plantNotFound } from '../errors.js'
+import {
+  DEFAULT_PAGE_SIZE, NewPlant, PageQuery, Plant, PlantIdParams, ref, StoredPlant, StoredPlantPage
+} from '../schemas.js'
 import type { PlantRecord, PlantStore } from '../store/plant-store.js'
 import { BEARER_SECURITY } from './docs.js'
-import { allowOnly } from './method-not-allowed.js'
+import { answerUnmatched } from './method-not-allowed.js'
 import { errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
@@ -14,15 +16,20 @@ export interface PlantsRoutesOptions {
   readonly accessTokens: AccessTokens
 }
 
-const { 400: badRequest, 401: unauthorized, 409: conflict, 413: tooLarge, 415: unsupported, 500: internal, 503: unavailable } = errorResponses
+const { 400: badRequest, 401: unauthorized, 404: notFound, 409: conflict, 413: tooLarge, 415: unsupported, 500: internal, 503: unavailable } = errorResponses
 
-/** The `/plants` resource. Authentication guards this whole scope; handlers make one store call. */
+/**
+ * The `/plants` resource, registered under the `/plants` prefix. Authentication guards this whole
+ * scope, its not-found handler included, so even a 404 or 405 here needs a token. Each handler makes
+ * one store call.
+ */
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
   const { store, accessTokens } = options
   await app.register(bearerAuth, { accessTokens })
+  app.setNotFoundHandler(answerUnmatched)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
 
-  plants.post('/plants', {
+  plants.post('', {
     schema: {
       operationId: 'createPlant',
       summary: 'Create a plant',
@@ -57,7 +64,88 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     return reply.header('location', `/plants/${plant.id}`).send(toPlant(outcome.plant))
   })
 
-  allowOnly(app, '/plants', ['POST'])
+  plants.get('', {
+    schema: {
+      operationId: 'listPlants',
+      summary: 'List plants, a page at a time',
+      description: 'Plants ordered by id ascending, negative ids first. Pass the last id of a page as ' +
+        '`after` to get the next one; the `Link` header with `rel="next"` names that page for as long as ' +
+        'more plants remain, and is absent on the last page.',
+      tags: ['plants'],
+      security: BEARER_SECURITY,
+      querystring: PageQuery,
+      response: {
+        200: {
+          ...StoredPlantPage,
+          description: 'A page of plants, possibly empty',
+          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </plants?limit=N&after=ID>; rel="next"' } }
+        },
+        400: badRequest,
+        401: unauthorized,
+        500: internal,
+        503: unavailable
+      }
+    }
+  }, async (request, reply) => {
+    const limit = request.query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(request.query.limit)
+    const after = request.query.after === undefined ? undefined : BigInt(request.query.after)
+    const page = await store.list(after === undefined ? { limit: limit + 1 } : { after, limit: limit + 1 })
+    if (page.length > limit) {
+      page.length = limit
+      reply.header('link', `</plants?limit=${limit}&after=${page[limit - 1]?.id}>; rel="next"`)
+    }
+    return page
+  })
+
+  plants.get('/:id', {
+    schema: {
+      operationId: 'getPlant',
+      summary: 'Read a plant',
+      description: 'The plant with this id.',
+      tags: ['plants'],
+      security: BEARER_SECURITY,
+      params: PlantIdParams,
+      response: {
+        200: { ...ref(StoredPlant), description: 'The plant' },
+        400: badRequest,
+        401: unauthorized,
+        404: notFound,
+        500: internal,
+        503: unavailable
+      }
+    }
+  }, async (request) => {
+    const id = BigInt(request.params.id)
+    const plant = await store.get(id)
+    if (plant === undefined) throw plantNotFound(id)
+    return plant
+  })
+
+  plants.delete('/:id', {
+    schema: {
+      operationId: 'deletePlant',
+      summary: 'Delete a plant',
+      description: 'Removes the plant; the answer is sent once the delete is durably committed. The id ' +
+        'is free again afterwards: a later create with it, even with the old name and tag, makes a new plant.',
+      tags: ['plants'],
+      security: BEARER_SECURITY,
+      params: PlantIdParams,
+      response: {
+        204: { type: 'null', description: 'The plant was deleted' },
+        400: badRequest,
+        401: unauthorized,
+        404: notFound,
+        413: tooLarge,
+        415: unsupported,
+        500: internal,
+        503: unavailable
+      }
+    }
+  }, async (request, reply) => {
+    const id = BigInt(request.params.id)
+    if (!await store.delete(id)) throw plantNotFound(id)
+    return reply.code(204).send()
+  })
 }
 
 function toPlant ({ name, tag }: PlantRecord): Plant {

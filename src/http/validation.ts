@@ -4,7 +4,7 @@ import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import type { FastifyInstance, FastifySchemaCompiler } from 'fastify'
 import fp from 'fastify-plugin'
 import { invalidRequest } from '../errors.js'
-import { plantTextViolation, sharedSchemas, type PlantTextRule } from '../schemas.js'
+import { INT64_MAX, INT64_MIN, plantTextViolation, sharedSchemas, type IntegerTextRule, type PlantTextRule } from '../schemas.js'
 
 const HTTP_PART_LABEL: Record<string, string> = {
   body: 'request body',
@@ -43,6 +43,10 @@ function describe (error: ValueError, part: string): string {
   switch (error.schema[Kind]) {
     case 'Int64':
       return `${subject} must be an integer from -9223372036854775808 to 9223372036854775807`
+    case 'IntegerText': {
+      const rule = error.schema as unknown as IntegerTextRule
+      return `${subject} must be a canonical decimal integer from ${rule.minimum ?? INT64_MIN} to ${rule.maximum ?? INT64_MAX}`
+    }
     case 'PlantText':
       return `${subject} ${plantTextViolation(error.value, error.schema as unknown as PlantTextRule) ?? 'is invalid'}`
     default:

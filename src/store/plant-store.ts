@@ -28,6 +28,15 @@ export interface PlantStore {
    * Rejects with StoreUnavailableError when the database cannot serve the request right now.
    */
   create (plant: PlantRecord): Promise<CreateOutcome>
+  /** The plant with this id, or undefined. */
+  get (id: bigint): Promise<PlantRecord | undefined>
+  /**
+   * Up to `limit` plants ordered by id ascending, starting after `after` (exclusive; it need not exist)
+   * or at the smallest id. Keyset pagination: the cost does not grow with the position in the store.
+   */
+  list (page: { readonly after?: bigint, readonly limit: number }): Promise<PlantRecord[]>
+  /** Deletes the plant; resolves true once the delete is durably committed, false if there was none. */
+  delete (id: bigint): Promise<boolean>
   /**
    * Stores `digest` as the service's generated access token unless one is stored already, and resolves
    * with the digest that is stored afterwards (this one, or the one another start stored before).
@@ -41,4 +50,12 @@ export interface PlantStore {
 
 export function samePlant (a: PlantRecord, b: PlantRecord): boolean {
   return a.id === b.id && a.name === b.name && a.tag === b.tag
+}
+
+/** Thrown by adapters when the database cannot serve the request right now (busy, down, full); a 503. */
+export class StoreUnavailableError extends Error {
+  constructor (message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'StoreUnavailableError'
+  }
 }

@@ -1,8 +1,7 @@
 import pg from 'pg'
-import { StoreUnavailableError } from '../errors.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
-import { samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 export interface PostgresOptions {
   /** Connections this instance may hold; instances × poolSize must stay below max_connections. */
@@ -31,6 +30,9 @@ const INSERT_PLANT = {
   text: 'INSERT INTO plants (id, name, tag) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING'
 }
 const SELECT_PLANT = { name: 'plantstore-select-plant', text: 'SELECT id, name, tag FROM plants WHERE id = $1' }
+const LIST_FIRST = { name: 'plantstore-list-first', text: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1' }
+const LIST_AFTER = { name: 'plantstore-list-after', text: 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2' }
+const DELETE_PLANT = { name: 'plantstore-delete-plant', text: 'DELETE FROM plants WHERE id = $1' }
 
 /**
  * PostgreSQL through a node-postgres pool. Each create is one autocommit statement, so a `created`
@@ -106,6 +108,20 @@ export async function openPostgresStore (connectionString: string, options: Post
           : { status: 'conflict', existing }
       }
     },
+    async get (id) {
+      const { rows } = await query<PlantRow>({ ...SELECT_PLANT, values: [id.toString()] })
+      return rows[0] === undefined ? undefined : toRecord(rows[0])
+    },
+    async list ({ after, limit }) {
+      const { rows } = await query<PlantRow>(after === undefined
+        ? { ...LIST_FIRST, values: [limit] }
+        : { ...LIST_AFTER, values: [after.toString(), limit] })
+      return rows.map(toRecord)
+    },
+    async delete (id) {
+      const { rowCount } = await query({ ...DELETE_PLANT, values: [id.toString()] })
+      return rowCount === 1
+    },
     async ensureGeneratedTokenDigest (digest) {
       await query({
         text: 'INSERT INTO generated_access_token (singleton, sha256) VALUES (1, $1) ON CONFLICT (singleton) DO NOTHING',
@@ -117,7 +133,13 @@ export async function openPostgresStore (connectionString: string, options: Post
       return stored
     },
     async ping () {
-      await query({ text: 'SELECT 1' })
+      try {
+        await query({ text: 'SELECT 1' })
+      } catch (error) {
+        throw error instanceof StoreUnavailableError
+          ? error
+          : new StoreUnavailableError(`PostgreSQL cannot be queried (${(error as Error).message})`, { cause: error })
+      }
     },
     async close () {
       await pool.end()

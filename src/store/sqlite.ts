@@ -1,15 +1,19 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { SqliteError } from 'better-sqlite3'
-import { StoreUnavailableError } from '../errors.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
-import { samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 export interface SqliteOptions {
-  /** How long a write waits for another connection's lock before the request gets a 503. */
+  /**
+   * How long a write waits for another connection's lock before the request gets a 503. The wait blocks
+   * the event loop (better-sqlite3 is synchronous), so it is short.
+   */
   readonly busyTimeoutMs?: number
 }
+
+const DEFAULT_BUSY_TIMEOUT_MS = 250
 
 interface PlantRow { id: bigint, name: string, tag: string | null }
 
@@ -26,11 +30,15 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   const insertPlant = db.prepare<[bigint, string, string | null]>(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
   const selectPlant = db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?')
+  const listFirst = db.prepare<[number], PlantRow>('SELECT id, name, tag FROM plants ORDER BY id LIMIT ?')
+  const listAfter = db.prepare<[bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?')
+  const deletePlant = db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?')
   const insertTokenDigest = db.prepare<[Buffer, string]>(
     'INSERT INTO generated_access_token (singleton, sha256, created_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING')
   const selectTokenDigest = db.prepare<[], { sha256: Buffer }>(
     'SELECT sha256 FROM generated_access_token WHERE singleton = 1')
-  const selectOne = db.prepare('SELECT 1')
+  // Reads a page of the plants table, so a missing or unreadable file fails readiness.
+  const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
 
   const createPlant = db.transaction((plant: PlantRecord): CreateOutcome => {
     if (insertPlant.run(plant.id, plant.name, plant.tag ?? null).changes === 1) {
@@ -52,11 +60,26 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     async create (plant) {
       return unlessTransient(() => createPlant.immediate(plant))
     },
+    async get (id) {
+      const row = unlessTransient(() => selectPlant.get(id))
+      return row === undefined ? undefined : toRecord(row)
+    },
+    async list ({ after, limit }) {
+      const rows = unlessTransient(() => after === undefined ? listFirst.all(limit) : listAfter.all(after, limit))
+      return rows.map(toRecord)
+    },
+    async delete (id) {
+      return unlessTransient(() => deletePlant.run(id).changes === 1)
+    },
     async ensureGeneratedTokenDigest (digest) {
       return unlessTransient(() => ensureTokenDigest.immediate(digest))
     },
     async ping () {
-      unlessTransient(() => selectOne.get())
+      try {
+        probe.get()
+      } catch (error) {
+        throw new StoreUnavailableError(`SQLite cannot be read (${(error as Error).message})`, { cause: error })
+      }
     },
     async close () {
       if (db.open) db.close()
@@ -71,7 +94,7 @@ export function openSqliteDatabase (file: string, options: SqliteOptions = {}): 
   try {
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = FULL')
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS}`)
     db.defaultSafeIntegers(true)
     migrate(db)
     return db
