@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import SwaggerParser from '@apidevtools/swagger-parser'
 import { describe, expect, it } from 'vitest'
 import { buildTestApp } from './helper.js'
@@ -22,6 +24,7 @@ describe('The OpenAPI document', () => {
     const validated = await SwaggerParser.validate(structuredClone(document))
 
     expect(document.openapi).toBe('3.1.0')
+    expect(document.servers).toEqual([{ url: '/', description: expect.any(String) }])
     expect(validated.info.title).toBe('plantstore')
   })
 
@@ -29,7 +32,8 @@ describe('The OpenAPI document', () => {
     const app = await buildTestApp()
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
-    expect(Object.keys(components.schemas)).toEqual(expect.arrayContaining(['Plant', 'NewPlant', 'Error']))
+    expect(Object.keys(components.schemas).sort()).toEqual(['Error', 'Health', 'NewPlant', 'Plant', 'StoredPlant'])
+    expect(components.schemas.StoredPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.properties.id).toMatchObject({ type: 'integer', format: 'int64' })
     expect(components.schemas.Plant.required).toEqual(['name'])
@@ -39,18 +43,54 @@ describe('The OpenAPI document', () => {
     expect(components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' })
   })
 
-  it('declares every status POST /plants can answer, each error with the shared Error schema', async () => {
+  it.each([
+    ['/plants', 'post', 'createPlant', ['200', '400', '401', '409', '413', '415', '500', '503'], 'Plant'],
+    ['/plants', 'get', 'listPlants', ['200', '400', '401', '500', '503'], undefined],
+    ['/plants/{id}', 'get', 'getPlant', ['200', '400', '401', '404', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'delete', 'deletePlant', ['204', '400', '401', '404', '413', '415', '500', '503'], undefined]
+  ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement', async (path, method, operationId, statuses, success) => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
-    const operation = paths['/plants'].post
+    const operation = paths[path][method]
 
-    expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '409', '413', '415', '500', '503'])
-    for (const [status, response] of Object.entries<{ content: Record<string, { schema: unknown }> }>(operation.responses)) {
-      const schema = response.content['application/json']?.schema
-      expect(schema).toEqual({ $ref: status === '200' ? '#/components/schemas/Plant' : '#/components/schemas/Error' })
+    expect(operation).toMatchObject({ operationId, tags: ['plants'], security: [{ bearerAuth: [] }] })
+    expect(operation.summary.length).toBeGreaterThan(5)
+    expect(operation.description.length).toBeGreaterThan(10)
+    expect(Object.keys(operation.responses).sort()).toEqual(statuses)
+    for (const [status, response] of Object.entries<{ description: string, content?: Record<string, { schema: unknown }> }>(operation.responses)) {
+      expect(response.description.length).toBeGreaterThan(5)
+      if (status.startsWith('2')) continue
+      expect(response.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/Error' })
     }
-    expect(operation.security).toEqual([{ bearerAuth: [] }])
-    expect(operation.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/NewPlant' })
+    if (success !== undefined) {
+      expect(operation.responses['200'].content['application/json'].schema).toEqual({ $ref: `#/components/schemas/${success}` })
+    }
+  })
+
+  it('documents the path and query parameters as integers', async () => {
+    const app = await buildTestApp()
+    const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+
+    expect(paths['/plants/{id}'].get.parameters).toEqual([expect.objectContaining({
+      in: 'path', name: 'id', required: true, schema: expect.objectContaining({ type: 'integer', format: 'int64' })
+    })])
+    expect(paths['/plants'].get.parameters).toEqual([
+      expect.objectContaining({ in: 'query', name: 'limit', schema: expect.objectContaining({ type: 'integer', minimum: 1, maximum: 1000, default: 100 }) }),
+      expect.objectContaining({ in: 'query', name: 'after', schema: expect.objectContaining({ type: 'integer', format: 'int64' }) })
+    ])
+    expect(paths['/plants'].get.responses['200'].content['application/json'].schema).toEqual({
+      type: 'array', items: { $ref: '#/components/schemas/StoredPlant' }, description: expect.any(String)
+    })
+  })
+
+  it('passes `redocly lint` with the recommended rules', () => {
+    const result = spawnSync(process.execPath, [fileURLToPath(new URL('../node_modules/@redocly/cli/bin/cli.js', import.meta.url)),
+      'lint', fileURLToPath(CHECKED_IN), '--extends', 'recommended', '--format', 'stylish'], { encoding: 'utf8' })
+
+    const output = result.stdout + result.stderr
+    expect(result.status).toBe(0)
+    expect(output).toContain('Your API description is valid')
+    expect(output).not.toMatch(/You have \d+ warnings?/)
   })
 
   it('is explorable in Swagger UI at /docs without a token', async () => {

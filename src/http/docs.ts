@@ -49,6 +49,6 @@ export async function docsRoutes (app: FastifyInstance): Promise<void> {
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   await app.register(swaggerUi, {
     routePrefix: '/docs',
-    uiConfig: { persistAuthorization: false, tryItOutEnabled: true, displayOperationId: true }
+    uiConfig: { tryItOutEnabled: true, displayOperationId: true, validatorUrl: null }
   })
 }

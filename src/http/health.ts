@@ -13,7 +13,8 @@ export async function healthRoutes (app: FastifyInstance, options: { store: Plan
       summary: 'Liveness probe',
       description: 'Answers 200 while the process can serve HTTP. Needs no token.',
       tags: ['operations'],
-      response: { 200: { ...ref(Health), description: 'The process is alive' } }
+      security: [],
+      response: { 200: { ...ref(Health), description: 'The process is alive' }, '4XX': errorResponses.malformed }
     }
   }, async () => ({ status: 'ok' as const }))
 
@@ -23,7 +24,8 @@ export async function healthRoutes (app: FastifyInstance, options: { store: Plan
       summary: 'Readiness probe',
       description: 'Answers 200 when the store answers, 503 with `Retry-After` when it does not. Needs no token.',
       tags: ['operations'],
-      response: { 200: { ...ref(Health), description: 'The store answers' }, 503: errorResponses[503] }
+      security: [],
+      response: { 200: { ...ref(Health), description: 'The store answers' }, '4XX': errorResponses.malformed, 503: errorResponses[503] }
     }
   }, async () => {
     await store.ping()

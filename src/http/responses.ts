@@ -5,6 +5,7 @@ const errorResponse = (description: string, headers?: Record<string, { type: 'st
 
 /** How each error status is documented, once, for every route that can answer it. */
 export const errorResponses = {
+  malformed: errorResponse('The HTTP request itself is malformed: for example no Host header, headers too large, or a method this path does not support.'),
   400: errorResponse('The request is malformed: the body is not a JSON object or breaks a field rule, or a ' +
     'path or query value is not canonical. The message names the field and the rule.'),
   401: errorResponse('No Bearer token, or one that is malformed or not accepted.', {
