@@ -1,9 +1,12 @@
 import pg from 'pg'
+import { GroupCommit, RUN_AGAIN, type CommitBatch, type WriteOperation } from './group-commit.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
 import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 export interface PostgresOptions {
+  /** Called after each committed write batch with its size: for tests and metrics. */
+  readonly onBatchCommitted?: (size: number) => void
   /** Connections this instance may hold; instances × poolSize must stay below max_connections. */
   readonly poolSize: number
   /** How long to wait for a connection (new or from the pool) before the request gets a 503. */
@@ -25,18 +28,28 @@ const MIGRATIONS_TABLE = `
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
   )`
 
-const INSERT_PLANT = {
-  name: 'plantstore-insert-plant',
-  text: 'INSERT INTO plants (id, name, tag) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING'
+// Batch statements: one round trip for all of a batch's creates, one for the stored rows they met, one
+// for its deletes. Ids are sorted so concurrent batches of several instances lock rows in one order.
+const INSERT_PLANTS = {
+  name: 'plantstore-insert-plants',
+  text: `INSERT INTO plants (id, name, tag)
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ORDER BY 1
+         ON CONFLICT (id) DO NOTHING RETURNING id`
 }
+const SELECT_PLANTS = { name: 'plantstore-select-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
+const DELETE_PLANTS = { name: 'plantstore-delete-plants', text: 'DELETE FROM plants WHERE id = ANY($1::bigint[]) RETURNING id' }
+const MAX_BATCH_SIZE = 500
+/** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): the whole batch may simply run again. */
+const RETRYABLE_SQLSTATE = /^40(001|P01)$/
+const BATCH_ATTEMPTS = 3
 const SELECT_PLANT = { name: 'plantstore-select-plant', text: 'SELECT id, name, tag FROM plants WHERE id = $1' }
 const LIST_FIRST = { name: 'plantstore-list-first', text: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1' }
 const LIST_AFTER = { name: 'plantstore-list-after', text: 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2' }
-const DELETE_PLANT = { name: 'plantstore-delete-plant', text: 'DELETE FROM plants WHERE id = $1' }
 
 /**
- * PostgreSQL through a node-postgres pool. Each create is one autocommit statement, so a `created`
- * outcome means COMMIT returned (with the server's default synchronous_commit, the WAL is flushed).
+ * PostgreSQL through a node-postgres pool. Writes are group-committed: the creates and deletes that
+ * arrive while a batch commits go together in the next transaction, and every caller is answered only
+ * after COMMIT returned (with the server's default synchronous_commit, the WAL is flushed).
  * BIGINT columns are parsed to `bigint`, never through a double.
  *
  * The store opens even while the database is down: the schema is brought up to date by the first
@@ -82,6 +95,28 @@ export async function openPostgresStore (connectionString: string, options: Post
     }
   }
 
+  const commitBatch: CommitBatch = async (operations) => {
+    await ensureSchema()
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await inTransaction(pool, (client) => writeBatch(client, operations))
+      } catch (error) {
+        const code = (error as { code?: unknown }).code
+        if (attempt === BATCH_ATTEMPTS || typeof code !== 'string' || !RETRYABLE_SQLSTATE.test(code)) {
+          // Nothing of the batch committed, so each of its requests may be retried as it is: a 503.
+          const failure = asStoreError(error)
+          throw failure instanceof StoreUnavailableError
+            ? failure
+            : new StoreUnavailableError(`the write batch did not commit (${(error as Error).message})`, { cause: error })
+        }
+      }
+    }
+  }
+  const writes = new GroupCommit(commitBatch, {
+    maxBatchSize: MAX_BATCH_SIZE,
+    ...(options.onBatchCommitted === undefined ? {} : { onBatchCommitted: options.onBatchCommitted })
+  })
+
   try {
     await ensureSchema()
   } catch (error) {
@@ -93,20 +128,8 @@ export async function openPostgresStore (connectionString: string, options: Post
 
   return {
     backend: 'postgres',
-    async create (plant): Promise<CreateOutcome> {
-      const values = [plant.id.toString(), plant.name, plant.tag ?? null]
-      for (;;) {
-        const inserted = await query({ ...INSERT_PLANT, values })
-        if (inserted.rowCount === 1) return { status: 'created', plant }
-        const found = await query<PlantRow>({ ...SELECT_PLANT, values: [values[0]] })
-        const row = found.rows[0]
-        // No row: the conflicting plant was deleted between the two statements, so insert again.
-        if (row === undefined) continue
-        const existing = toRecord(row)
-        return samePlant(existing, plant)
-          ? { status: 'replayed', plant: existing }
-          : { status: 'conflict', existing }
-      }
+    create (plant) {
+      return writes.submit({ kind: 'create', plant })
     },
     async get (id) {
       const { rows } = await query<PlantRow>({ ...SELECT_PLANT, values: [id.toString()] })
@@ -118,9 +141,8 @@ export async function openPostgresStore (connectionString: string, options: Post
         : { ...LIST_AFTER, values: [after.toString(), limit] })
       return rows.map(toRecord)
     },
-    async delete (id) {
-      const { rowCount } = await query({ ...DELETE_PLANT, values: [id.toString()] })
-      return rowCount === 1
+    delete (id) {
+      return writes.submit({ kind: 'delete', id })
     },
     async ensureGeneratedTokenDigest (digest) {
       await query({
@@ -142,9 +164,75 @@ export async function openPostgresStore (connectionString: string, options: Post
       }
     },
     async close () {
+      await writes.whenIdle()
       await pool.end()
     }
   }
+}
+
+async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect()
+  let failure: unknown
+  try {
+    await client.query('BEGIN')
+    const result = await work(client)
+    await client.query('COMMIT')
+    return result
+  } catch (error) {
+    failure = error
+    await client.query('ROLLBACK').catch(() => {})
+    throw error
+  } finally {
+    // A client whose transaction failed may hold a broken connection: destroy it rather than reuse it.
+    client.release(failure !== undefined)
+  }
+}
+
+/** Runs one batch (ids of a create never also deleted in it) and works out each operation's result. */
+async function writeBatch (client: pg.PoolClient, operations: readonly WriteOperation[]): Promise<Array<CreateOutcome | boolean | typeof RUN_AGAIN>> {
+  const firstCreateById = new Map<bigint, PlantRecord>()
+  const deleteIds = new Set<bigint>()
+  for (const operation of operations) {
+    if (operation.kind === 'delete') deleteIds.add(operation.id)
+    else if (!firstCreateById.has(operation.plant.id)) firstCreateById.set(operation.plant.id, operation.plant)
+  }
+
+  const inserted = new Set<bigint>()
+  const stored = new Map<bigint, PlantRecord>()
+  if (firstCreateById.size > 0) {
+    const plants = [...firstCreateById.values()]
+    const result = await client.query<{ id: bigint }>({
+      ...INSERT_PLANTS,
+      values: [plants.map((plant) => plant.id.toString()), plants.map((plant) => plant.name), plants.map((plant) => plant.tag ?? null)]
+    })
+    for (const row of result.rows) inserted.add(row.id)
+    const met = plants.filter((plant) => !inserted.has(plant.id)).map((plant) => plant.id.toString())
+    if (met.length > 0) {
+      const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
+      for (const row of found.rows) stored.set(row.id, toRecord(row))
+    }
+  }
+  const deleted = new Set<bigint>()
+  if (deleteIds.size > 0) {
+    const ids = [...deleteIds].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String)
+    const result = await client.query<{ id: bigint }>({ ...DELETE_PLANTS, values: [ids] })
+    for (const row of result.rows) deleted.add(row.id)
+  }
+
+  const answeredDelete = new Set<bigint>()
+  return operations.map((operation) => {
+    if (operation.kind === 'delete') {
+      const first = !answeredDelete.has(operation.id)
+      answeredDelete.add(operation.id)
+      return first && deleted.has(operation.id)
+    }
+    const { plant } = operation
+    const existing = inserted.has(plant.id) ? firstCreateById.get(plant.id) : stored.get(plant.id)
+    // Met a row that a concurrent delete removed before it could be read: settle it in a later batch.
+    if (existing === undefined) return RUN_AGAIN
+    if (existing === plant) return { status: 'created', plant }
+    return samePlant(existing, plant) ? { status: 'replayed', plant: existing } : { status: 'conflict', existing }
+  })
 }
 
 function toRecord (row: PlantRow): PlantRecord {
@@ -168,10 +256,7 @@ function asStoreError (error: unknown): unknown {
 
 async function migrate (pool: pg.Pool): Promise<void> {
   const known = latestVersion(postgresMigrations)
-  const client = await pool.connect()
-  let failure: unknown
-  try {
-    await client.query('BEGIN')
+  await inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
     await client.query(MIGRATIONS_TABLE)
     const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM plantstore_migrations')
@@ -182,13 +267,5 @@ async function migrate (pool: pg.Pool): Promise<void> {
       await client.query(migration.sql)
       await client.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
     }
-    await client.query('COMMIT')
-  } catch (error) {
-    failure = error
-    await client.query('ROLLBACK').catch(() => {})
-    throw error
-  } finally {
-    // A client whose transaction failed may hold a broken connection: destroy it rather than reuse it.
-    client.release(failure !== undefined)
-  }
+  })
 }

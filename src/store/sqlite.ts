@@ -1,11 +1,14 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { SqliteError } from 'better-sqlite3'
+import { GroupCommit, type WriteOperation } from './group-commit.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
 import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 export interface SqliteOptions {
+  /** Called after each committed write batch with its size: for tests and metrics. */
+  readonly onBatchCommitted?: (size: number) => void
   /**
    * How long a write waits for another connection's lock before the request gets a 503. The wait blocks
    * the event loop (better-sqlite3 is synchronous), so it is short.
@@ -14,6 +17,7 @@ export interface SqliteOptions {
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 250
+const MAX_BATCH_SIZE = 256
 
 interface PlantRow { id: bigint, name: string, tag: string | null }
 
@@ -22,7 +26,8 @@ const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
 
 /**
  * The embedded default store: one SQLite file in WAL mode with synchronous=FULL, so a commit has
- * reached the disk (fsync of the WAL) before `create` resolves. Integers are read as `bigint`.
+ * reached the disk (fsync of the WAL) before `create` or `delete` resolves. Writes are group-committed:
+ * all the writes of one event-loop turn share one transaction and one fsync. Integers are read as `bigint`.
  */
 export function openSqliteStore (file: string, options: SqliteOptions = {}): PlantStore {
   const db = openSqliteDatabase(file, options)
@@ -40,7 +45,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   // Reads a page of the plants table, so a missing or unreadable file fails readiness.
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
 
-  const createPlant = db.transaction((plant: PlantRecord): CreateOutcome => {
+  const createPlant = (plant: PlantRecord): CreateOutcome => {
     if (insertPlant.run(plant.id, plant.name, plant.tag ?? null).changes === 1) {
       return { status: 'created', plant }
     }
@@ -48,7 +53,13 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     return samePlant(existing, plant)
       ? { status: 'replayed', plant: existing }
       : { status: 'conflict', existing }
-  })
+  }
+  // Operations run in arrival order inside the transaction, so repeated ids in a batch just work.
+  const commitBatch = db.transaction((operations: readonly WriteOperation[]) => operations.map((operation) =>
+    operation.kind === 'create' ? createPlant(operation.plant) : deletePlant.run(operation.id).changes === 1))
+  const writes = new GroupCommit(
+    async (operations) => unlessTransient(() => commitBatch.immediate(operations)),
+    { maxBatchSize: MAX_BATCH_SIZE, ...(options.onBatchCommitted === undefined ? {} : { onBatchCommitted: options.onBatchCommitted }) })
 
   const ensureTokenDigest = db.transaction((digest: Buffer): Buffer => {
     insertTokenDigest.run(digest, new Date().toISOString())
@@ -57,8 +68,8 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
 
   return {
     backend: 'sqlite',
-    async create (plant) {
-      return unlessTransient(() => createPlant.immediate(plant))
+    create (plant) {
+      return writes.submit({ kind: 'create', plant })
     },
     async get (id) {
       const row = unlessTransient(() => selectPlant.get(id))
@@ -68,8 +79,8 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       const rows = unlessTransient(() => after === undefined ? listFirst.all(limit) : listAfter.all(after, limit))
       return rows.map(toRecord)
     },
-    async delete (id) {
-      return unlessTransient(() => deletePlant.run(id).changes === 1)
+    delete (id) {
+      return writes.submit({ kind: 'delete', id })
     },
     async ensureGeneratedTokenDigest (digest) {
       return unlessTransient(() => ensureTokenDigest.immediate(digest))
@@ -82,6 +93,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       }
     },
     async close () {
+      await writes.whenIdle()
       if (db.open) db.close()
     }
   }

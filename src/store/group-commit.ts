@@ -1,0 +1,105 @@
+import type { CreateOutcome, PlantRecord } from './plant-store.js'
+
+export type WriteOperation =
+  | { readonly kind: 'create', readonly plant: PlantRecord }
+  | { readonly kind: 'delete', readonly id: bigint }
+
+export type WriteResult<Operation extends WriteOperation> = Operation extends { kind: 'create' } ? CreateOutcome : boolean
+
+/** Returned by a batch for an operation that must run again in a later batch (a race it cannot settle). */
+export const RUN_AGAIN = Symbol('run again')
+
+/**
+ * Commits one batch in one transaction and returns each operation's result, in order. It rejects when
+ * the transaction did not commit; then no operation of the batch took effect.
+ */
+export type CommitBatch = (operations: readonly WriteOperation[]) => Promise<ReadonlyArray<CreateOutcome | boolean | typeof RUN_AGAIN>>
+
+export interface GroupCommitOptions {
+  /** The most operations one transaction takes. */
+  readonly maxBatchSize: number
+  /** Called after each committed batch with its size: for tests and metrics. */
+  readonly onBatchCommitted?: (size: number) => void
+}
+
+interface Pending {
+  readonly operation: WriteOperation
+  readonly resolve: (result: CreateOutcome | boolean) => void
+  readonly reject: (error: unknown) => void
+}
+
+/**
+ * Group commit: writes that arrive while a batch is being committed wait and then go together in the
+ * next transaction, so many requests share one fsync. Nothing waits on a timer: an idle store commits a
+ * lone write at the end of the current event-loop turn. Every caller is answered with its own result
+ * only after its batch committed; if the commit fails, exactly that batch's callers get the error.
+ *
+ * One batch never holds a create and a delete of the same id (the batch is cut before the second), so
+ * a batch's operations on different ids commute and the backend may run them in any order.
+ */
+export class GroupCommit {
+  private readonly queue: Pending[] = []
+  private committing = false
+  private scheduled = false
+  private idleWaiters: Array<() => void> = []
+
+  constructor (private readonly commitBatch: CommitBatch, private readonly options: GroupCommitOptions) {}
+
+  submit<Operation extends WriteOperation> (operation: Operation): Promise<WriteResult<Operation>> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ operation, resolve: resolve as Pending['resolve'], reject })
+      if (!this.committing && !this.scheduled) {
+        this.scheduled = true
+        setImmediate(this.drain)
+      }
+    })
+  }
+
+  private readonly drain = async (): Promise<void> => {
+    this.scheduled = false
+    this.committing = true
+    try {
+      while (this.queue.length > 0) await this.commitNextBatch()
+    } finally {
+      this.committing = false
+      for (const wake of this.idleWaiters.splice(0)) wake()
+    }
+  }
+
+  /** Resolves once every submitted write has been answered. */
+  whenIdle (): Promise<void> {
+    if (!this.committing && !this.scheduled) return Promise.resolve()
+    return new Promise((resolve) => { this.idleWaiters.push(resolve) })
+  }
+
+  private async commitNextBatch (): Promise<void> {
+    const batch = this.takeBatch()
+    let results
+    try {
+      results = await this.commitBatch(batch.map((pending) => pending.operation))
+    } catch (error) {
+      for (const pending of batch) pending.reject(error)
+      return
+    }
+    this.options.onBatchCommitted?.(batch.length)
+    batch.forEach((pending, index) => {
+      const result = results[index]
+      if (result === RUN_AGAIN || result === undefined) this.queue.push(pending)
+      else pending.resolve(result)
+    })
+  }
+
+  private takeBatch (): Pending[] {
+    const kindById = new Map<bigint, WriteOperation['kind']>()
+    let size = 0
+    for (const { operation } of this.queue) {
+      if (size === this.options.maxBatchSize) break
+      const id = operation.kind === 'create' ? operation.plant.id : operation.id
+      const seen = kindById.get(id)
+      if (seen !== undefined && seen !== operation.kind) break
+      kindById.set(id, operation.kind)
+      size++
+    }
+    return this.queue.splice(0, size)
+  }
+}
