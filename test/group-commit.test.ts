@@ -1,0 +1,170 @@
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import pg from 'pg'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import type { PlantStore } from '../src/store/plant-store.js'
+import { StoreUnavailableError } from '../src/store/plant-store.js'
+import { openPostgresStore } from '../src/store/postgres.js'
+import { openSqliteStore } from '../src/store/sqlite.js'
+import { bearer, buildTestApp, TEST_POSTGRES_OPTIONS, temporaryFolder } from './helper.js'
+import { createTestDatabase } from './postgres-database.js'
+
+interface DurableBackend {
+  readonly name: string
+  /** Opens a fresh store that reports every committed batch's size into `batches`. */
+  open (batches: number[]): Promise<{ store: PlantStore, location: string }>
+}
+
+const durableBackends: readonly DurableBackend[] = [
+  {
+    name: 'sqlite',
+    async open (batches) {
+      const file = join(temporaryFolder(), 'batch.db')
+      const store = openSqliteStore(file, { busyTimeoutMs: 20, onBatchCommitted: (size) => batches.push(size) })
+      onTestFinished(() => store.close())
+      return { store, location: file }
+    }
+  },
+  {
+    name: 'postgres',
+    async open (batches) {
+      const url = await createTestDatabase()
+      const store = await openPostgresStore(url, { ...TEST_POSTGRES_OPTIONS, onBatchCommitted: (size) => batches.push(size) })
+      onTestFinished(() => store.close())
+      return { store, location: url }
+    }
+  }
+]
+
+async function connectPostgres (url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  onTestFinished(() => client.end())
+  return client
+}
+
+describe.each(durableBackends)('Group commit on $name', (backend) => {
+  it('answers every write of one batch with its own outcome, repeated ids included', async () => {
+    const batches: number[] = []
+    const { store } = await backend.open(batches)
+    await Promise.all([store.create({ id: 1n, name: 'Fern' }), store.create({ id: 2n, name: 'Fern' }), store.create({ id: 5n, name: 'Old' })])
+    batches.length = 0
+
+    const outcomes = await Promise.all([
+      store.create({ id: 3n, name: 'New' }),
+      store.create({ id: 1n, name: 'Fern' }),
+      store.create({ id: 2n, name: 'Cactus' }),
+      store.create({ id: 4n, name: 'Twin' }),
+      store.create({ id: 4n, name: 'Twin' }),
+      store.create({ id: 4n, name: 'Rival' }),
+      store.delete(5n),
+      store.delete(5n),
+      store.delete(6n)
+    ])
+
+    expect(batches).toEqual([9])
+    expect(outcomes).toEqual([
+      { status: 'created', plant: { id: 3n, name: 'New' } },
+      { status: 'replayed', plant: { id: 1n, name: 'Fern' } },
+      { status: 'conflict', existing: { id: 2n, name: 'Fern' } },
+      { status: 'created', plant: { id: 4n, name: 'Twin' } },
+      { status: 'replayed', plant: { id: 4n, name: 'Twin' } },
+      { status: 'conflict', existing: { id: 4n, name: 'Twin' } },
+      true,
+      false,
+      false
+    ])
+    expect(await store.get(4n)).toEqual({ id: 4n, name: 'Twin' })
+    expect(await store.get(5n)).toBeUndefined()
+  })
+
+  it('keeps arrival order for a create and a delete of one id by cutting the batch between them', async () => {
+    const batches: number[] = []
+    const { store } = await backend.open(batches)
+
+    const outcomes = await Promise.all([
+      store.create({ id: 7n, name: 'Short-lived' }),
+      store.delete(7n),
+      store.create({ id: 7n, name: 'Second life' })
+    ])
+
+    expect(outcomes).toEqual([
+      { status: 'created', plant: { id: 7n, name: 'Short-lived' } },
+      true,
+      { status: 'created', plant: { id: 7n, name: 'Second life' } }
+    ])
+    expect(batches).toEqual([1, 1, 1])
+  })
+
+  it('commits a lone write at once when idle, with no timer in the way', async () => {
+    const batches: number[] = []
+    const { store } = await backend.open(batches)
+
+    await store.create({ id: 8n, name: 'Alone' })
+    await store.create({ id: 9n, name: 'Alone too' })
+
+    expect(batches).toEqual([1, 1])
+  })
+})
+
+describe('A failed commit', () => {
+  it('on SQLite fails exactly its batch with StoreUnavailableError, and the next batch commits', async () => {
+    const batches: number[] = []
+    const { store, location } = await durableBackends[0]!.open(batches)
+    const otherProcess = new Database(location)
+    onTestFinished(() => { otherProcess.close() })
+    otherProcess.exec('BEGIN IMMEDIATE')
+
+    const failed = await Promise.allSettled([store.create({ id: 1n, name: 'a' }), store.create({ id: 2n, name: 'b' })])
+    otherProcess.exec('ROLLBACK')
+    const next = await Promise.all([store.create({ id: 3n, name: 'c' })])
+
+    expect(failed.map((result) => result.status === 'rejected' && result.reason instanceof StoreUnavailableError)).toEqual([true, true])
+    expect(next).toEqual([{ status: 'created', plant: { id: 3n, name: 'c' } }])
+    expect([await store.get(1n), await store.get(2n)]).toEqual([undefined, undefined])
+    expect(batches).toEqual([1])
+  })
+
+  it('on PostgreSQL fails exactly its batch with StoreUnavailableError, and the next batch commits', async () => {
+    const batches: number[] = []
+    const { store, location } = await durableBackends[1]!.open(batches)
+    const admin = await connectPostgres(location)
+    // A deferred constraint trigger fails the COMMIT itself of any transaction that stores "poison".
+    await admin.query(`
+      CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned batch'; END IF; RETURN NEW; END $$;
+      CREATE CONSTRAINT TRIGGER refuse_poison AFTER INSERT ON plants DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW EXECUTE FUNCTION refuse_poison();`)
+
+    const failed = await Promise.allSettled([
+      store.create({ id: 1n, name: 'good' }), store.create({ id: 2n, name: 'poison' }), store.delete(3n)
+    ])
+    const next = await Promise.all([store.create({ id: 1n, name: 'good' }), store.create({ id: 4n, name: 'fine' })])
+
+    expect(failed.map((result) => result.status === 'rejected' && result.reason instanceof StoreUnavailableError)).toEqual([true, true, true])
+    expect(next.map((outcome) => outcome.status)).toEqual(['created', 'created'])
+    expect(await store.get(2n)).toBeUndefined()
+    expect(batches).toEqual([2])
+  })
+})
+
+describe('No reply before commit', () => {
+  it('holds the HTTP answer of a create until its PostgreSQL transaction has committed', async () => {
+    const url = await createTestDatabase()
+    const app = await buildTestApp({ store: await openPostgresStore(url, TEST_POSTGRES_OPTIONS) })
+    const locker = await connectPostgres(url)
+    await locker.query('BEGIN')
+    await locker.query('LOCK TABLE plants IN SHARE MODE')
+
+    let answered = false
+    const response = app.inject({
+      method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'application/json' }, payload: '{"id":1,"name":"Patient"}'
+    }).then((reply) => { answered = true; return reply })
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    const answeredWhileLocked = answered
+    await locker.query('COMMIT')
+
+    expect(answeredWhileLocked).toBe(false)
+    expect((await response).statusCode).toBe(200)
+  })
+})
