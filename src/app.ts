@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify'
-import type { DestinationStream } from 'pino'
+import { pino, type DestinationStream } from 'pino'
 import type { AccessTokens } from './auth/tokens.js'
 import type { Config } from './config.js'
 import { shuttingDown } from './errors.js'
@@ -41,16 +41,18 @@ export interface AppDependencies {
  * `inject`; `server.ts` builds it and listens. Closing the app closes the store.
  */
 export async function buildApp (config: AppConfig, dependencies: AppDependencies): Promise<FastifyInstance> {
-  const { store, accessTokens, logStream } = dependencies
+  const { store, accessTokens } = dependencies
+  // Asynchronous writes to standard output (unless a terminal wants pretty lines): logging stays off
+  // the request's critical path.
+  const logStream = dependencies.logStream ??
+    (config.prettyLogs ? undefined : pino.destination({ dest: 1, sync: false }))
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS
 
   const app = Fastify({
     logger: {
       level: config.logLevel,
       redact: logRedaction,
-      ...(logStream !== undefined
-        ? { stream: logStream }
-        : config.prettyLogs ? { transport: { target: 'pino-pretty' } } : {})
+      ...(logStream !== undefined ? { stream: logStream } : { transport: { target: 'pino-pretty' } })
     },
     logController: new CompletedRequestLog(),
     bodyLimit: config.bodyLimit,

@@ -1,0 +1,52 @@
+import bearerAuth from '@fastify/bearer-auth'
+import Fastify from 'fastify'
+import { ErrorBody, NewPlant, Plant, StoredPlant } from '../src/schemas.js'
+
+/**
+ * The baseline the service is measured against: a bare Fastify app with the same TypeBox schemas
+ * (Fastify's default Ajv validation and serialization), a bearer-token check and a Map. No durability,
+ * no logging, no exact int64: what "as fast as Fastify goes" looks like for these routes.
+ */
+const token = process.env.BENCH_TOKEN ?? 'bench-token'
+const app = Fastify({ logger: false })
+await app.register(bearerAuth, { keys: [token] })
+const plants = new Map<number, { id: number, name: string, tag?: string }>()
+
+app.post('/plants', {
+  schema: {
+    body: { ...NewPlant, $id: undefined },
+    response: { 200: { ...Plant, $id: undefined }, 409: { ...ErrorBody, $id: undefined } }
+  }
+}, async (request, reply) => {
+  const { id, name, tag } = request.body as { id: number, name: string, tag?: string }
+  const existing = plants.get(id)
+  if (existing !== undefined && (existing.name !== name || existing.tag !== tag)) {
+    return reply.code(409).send({ error: 409, message: 'conflict' })
+  }
+  plants.set(id, tag === undefined ? { id, name } : { id, name, tag })
+  return reply.header('location', `/plants/${id}`).send(tag === undefined ? { name } : { name, tag })
+})
+
+app.get('/plants/:id', {
+  schema: { response: { 200: { ...StoredPlant, $id: undefined }, 404: { ...ErrorBody, $id: undefined } } }
+}, async (request, reply) => {
+  const plant = plants.get(Number((request.params as { id: string }).id))
+  return plant === undefined ? reply.code(404).send({ error: 404, message: 'not found' }) : plant
+})
+
+app.get('/plants', {
+  schema: { response: { 200: { type: 'array', items: { ...StoredPlant, $id: undefined } } } }
+}, async (request) => {
+  const { limit = '100', after } = request.query as { limit?: string, after?: string }
+  const page = []
+  for (const plant of plants.values()) {
+    if (after !== undefined && plant.id <= Number(after)) continue
+    page.push(plant)
+    if (page.length === Number(limit)) break
+  }
+  return page
+})
+
+const address = await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' })
+process.stdout.write(`Server listening at ${address}\n`)
+process.once('SIGTERM', () => { app.close().then(() => process.exit(0), () => process.exit(1)) })
