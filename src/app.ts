@@ -84,6 +84,12 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     }
     done()
   })
+  // A keep-alive connection whose request finishes during the drain must not stay open: the listener
+  // waits for every connection to end before the store can close.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close')
+    done(null, payload)
+  })
   app.addHook('onClose', async () => { await store.close() })
 
   await app.register(healthRoutes, { store })

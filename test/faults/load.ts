@@ -13,9 +13,9 @@ export function startWriteLoad (baseUrl: string, token: string, options: { worke
   const unanswered = new Map<number, string>()
   const statuses = new Map<number, number>()
   let nextId = options.firstId
-  let stopped = false
+  const state = { stopped: false }
   const worker = async () => {
-    while (!stopped && nextId < options.firstId + options.maxRequests) {
+    while (!state.stopped && nextId < options.firstId + options.maxRequests) {
       const id = nextId++
       const name = `load ${id} ${'\u{1F331}'.repeat(id % 3)}`
       try {
@@ -41,7 +41,7 @@ export function startWriteLoad (baseUrl: string, token: string, options: { worke
     unanswered,
     statuses,
     async stop () {
-      stopped = true
+      state.stopped = true
       await Promise.all(workers)
     }
   }
