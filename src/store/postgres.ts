@@ -170,8 +170,12 @@ export async function openPostgresStore (connectionString: string, options: Post
   }
 }
 
+/** The connection dropping under a checked-out client is reported by its pending query; without a listener it would crash the process. */
+const ignoreClientError = () => {}
+
 async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect()
+  client.on('error', ignoreClientError)
   let failure: unknown
   try {
     await client.query('BEGIN')
@@ -183,6 +187,7 @@ async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) =>
     await client.query('ROLLBACK').catch(() => {})
     throw error
   } finally {
+    client.off('error', ignoreClientError)
     // A client whose transaction failed may hold a broken connection: destroy it rather than reuse it.
     client.release(failure !== undefined)
   }
