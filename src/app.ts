@@ -7,6 +7,7 @@ import { docsRoutes, openApiDocument } from './http/docs.js'
 import { clientError, errorEnvelope, frameworkError } from './http/error-envelope.js'
 import { healthRoutes } from './http/health.js'
 import { jsonBody } from './http/json-body.js'
+import { loadShedding } from './http/load-shedding.js'
 import { knownRoutes } from './http/method-not-allowed.js'
 import { CompletedRequestLog, logRedaction } from './http/request-log.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
@@ -27,7 +28,8 @@ export interface ServerTimeouts {
 
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
-export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> & { readonly timeouts?: ServerTimeouts }
+export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
+  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs'>> & { readonly timeouts?: ServerTimeouts }
 
 export interface AppDependencies {
   readonly store: PlantStore
@@ -92,9 +94,11 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   })
   app.addHook('onClose', async () => { await store.close() })
 
+  await app.register(loadShedding, { maxEventLoopDelayMs: config.maxEventLoopDelayMs ?? 0 })
+
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
-  await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens })
+  await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
 
   await app.ready()
   return app

@@ -23,6 +23,10 @@ export interface Config {
   readonly tokenDigests: readonly Buffer[]
   readonly logLevel: LogLevel
   readonly bodyLimit: number
+  /** Requests per minute per token on /plants; 0 turns per-token rate limiting off. */
+  readonly rateLimitPerMinute: number
+  /** Event-loop delay above which requests are shed with 503; 0 turns load shedding off. */
+  readonly maxEventLoopDelayMs: number
   /** Human-readable logs (pino-pretty) when standard output is a terminal; JSON lines otherwise. */
   readonly prettyLogs: boolean
 }
@@ -49,6 +53,8 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     tokenDigests: Object.freeze(tokensVariable(env)),
     logLevel: logLevelVariable(env),
     bodyLimit: integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024),
+    rateLimitPerMinute: integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000),
+    maxEventLoopDelayMs: integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000),
     prettyLogs: stdoutIsTty
   })
 }

@@ -16,6 +16,8 @@ describe('Configuration from the environment', () => {
       tokenDigests: [],
       logLevel: 'info',
       bodyLimit: 16384,
+      rateLimitPerMinute: 0,
+      maxEventLoopDelayMs: 200,
       prettyLogs: false
     })
     expect(Object.isFrozen(config)).toBe(true)
@@ -31,7 +33,9 @@ describe('Configuration from the environment', () => {
       DATABASE_STATEMENT_TIMEOUT_MS: '3000',
       PLANTSTORE_TOKENS: 'abc',
       LOG_LEVEL: 'warn',
-      BODY_LIMIT: '1024'
+      BODY_LIMIT: '1024',
+      RATE_LIMIT_PER_MINUTE: '600',
+      SHED_EVENT_LOOP_DELAY_MS: '0'
     }, true)
 
     expect(config).toEqual({
@@ -42,6 +46,8 @@ describe('Configuration from the environment', () => {
       tokenDigests: [digestToken('abc')],
       logLevel: 'warn',
       bodyLimit: 1024,
+      rateLimitPerMinute: 600,
+      maxEventLoopDelayMs: 0,
       prettyLogs: true
     })
   })
@@ -57,6 +63,8 @@ describe('Configuration from the environment', () => {
     ['DATABASE_URL', 'mysql://user:secret@db/plants', DATABASE_URL_RULE],
     ['DATABASE_URL', 'sqlite:', DATABASE_URL_RULE],
     ['DATABASE_URL', 'postgres://user:secret@[bad', DATABASE_URL_RULE],
+    ['RATE_LIMIT_PER_MINUTE', '-5', 'RATE_LIMIT_PER_MINUTE must be a whole number from 0 to 10000000, got "-5"'],
+    ['SHED_EVENT_LOOP_DELAY_MS', 'fast', 'SHED_EVENT_LOOP_DELAY_MS must be a whole number from 0 to 60000, got "fast"'],
     ['DATABASE_POOL_SIZE', '0', 'DATABASE_POOL_SIZE must be a whole number from 1 to 1000, got "0"'],
     ['DATABASE_CONNECT_TIMEOUT_MS', 'soon', 'DATABASE_CONNECT_TIMEOUT_MS must be a whole number from 100 to 600000, got "soon"'],
     ['DATABASE_STATEMENT_TIMEOUT_MS', '10', 'DATABASE_STATEMENT_TIMEOUT_MS must be a whole number from 100 to 600000, got "10"'],

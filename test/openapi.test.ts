@@ -44,10 +44,10 @@ describe('The OpenAPI document', () => {
   })
 
   it.each([
-    ['/plants', 'post', 'createPlant', ['200', '400', '401', '409', '413', '415', '500', '503'], 'Plant'],
-    ['/plants', 'get', 'listPlants', ['200', '400', '401', '500', '503'], undefined],
-    ['/plants/{id}', 'get', 'getPlant', ['200', '400', '401', '404', '500', '503'], 'StoredPlant'],
-    ['/plants/{id}', 'delete', 'deletePlant', ['204', '400', '401', '404', '413', '415', '500', '503'], undefined]
+    ['/plants', 'post', 'createPlant', ['200', '400', '401', '409', '413', '415', '429', '500', '503'], 'Plant'],
+    ['/plants', 'get', 'listPlants', ['200', '400', '401', '429', '500', '503'], undefined],
+    ['/plants/{id}', 'get', 'getPlant', ['200', '400', '401', '404', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'delete', 'deletePlant', ['204', '400', '401', '404', '413', '415', '429', '500', '503'], undefined]
   ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement', async (path, method, operationId, statuses, success) => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
+import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { AccessTokens } from '../auth/tokens.js'
 import { plantIdConflict, plantNotFound } from '../errors.js'
 import {
@@ -14,9 +15,10 @@ import { errorResponses } from './responses.js'
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
   readonly accessTokens: AccessTokens
+  readonly rateLimitPerMinute: number
 }
 
-const { 400: badRequest, 401: unauthorized, 404: notFound, 409: conflict, 413: tooLarge, 415: unsupported, 500: internal, 503: unavailable } = errorResponses
+const { 400: badRequest, 401: unauthorized, 404: notFound, 409: conflict, 413: tooLarge, 415: unsupported, 429: rateLimited, 500: internal, 503: unavailable } = errorResponses
 
 /**
  * The `/plants` resource, registered under the `/plants` prefix. Authentication guards this whole
@@ -26,6 +28,7 @@ const { 400: badRequest, 401: unauthorized, 404: notFound, 409: conflict, 413: t
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
   const { store, accessTokens } = options
   await app.register(bearerAuth, { accessTokens })
+  await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
 
@@ -50,6 +53,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         409: conflict,
         413: tooLarge,
         415: unsupported,
+        429: rateLimited,
         500: internal,
         503: unavailable
       }
@@ -82,6 +86,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         },
         400: badRequest,
         401: unauthorized,
+        429: rateLimited,
         500: internal,
         503: unavailable
       }
@@ -110,6 +115,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         400: badRequest,
         401: unauthorized,
         404: notFound,
+        429: rateLimited,
         500: internal,
         503: unavailable
       }
@@ -137,6 +143,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         404: notFound,
         413: tooLarge,
         415: unsupported,
+        429: rateLimited,
         500: internal,
         503: unavailable
       }

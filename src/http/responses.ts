@@ -13,10 +13,13 @@ export const errorResponses = {
   }),
   404: errorResponse('No plant has this id.'),
   409: errorResponse('The id is taken by a plant with another name or tag; nothing changed.'),
+  429: errorResponse('This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set).', {
+    'Retry-After': { type: 'string', description: 'Seconds until the token may send again' }
+  }),
   413: errorResponse('The body is larger than the configured limit (16 KiB by default).'),
   415: errorResponse('The Content-Type is not application/json in UTF-8, or the body has a Content-Encoding.'),
   500: errorResponse('An unexpected error; the message names the request id to quote to the operator.'),
-  503: errorResponse('Storage is unavailable or the service is shutting down; nothing was changed by this request.', {
+  503: errorResponse('Storage is unavailable, the service is overloaded, or it is shutting down; nothing was changed by this request.', {
     'Retry-After': { type: 'string', description: 'Seconds to wait before retrying' }
   })
 } as const

@@ -35,12 +35,15 @@ describe.each([
     }
 
     const survivor = await startServer(env)
-    const acknowledgedReads = await Promise.all([...everyAcknowledged].map(async ([id, plantName]) => ({
-      id, read: await readPlant(survivor.baseUrl, id), expected: JSON.stringify({ id, name: plantName })
-    })))
-    const unansweredReads = await Promise.all([...everyUnanswered].map(async ([id, plantName]) => ({
-      id, read: await readPlant(survivor.baseUrl, id), expected: JSON.stringify({ id, name: plantName })
-    })))
+    const readAll = async (plants: Map<number, string>) => {
+      const reads = []
+      for (const [id, plantName] of plants) {
+        reads.push({ id, read: await readPlant(survivor.baseUrl, id), expected: JSON.stringify({ id, name: plantName }) })
+      }
+      return reads
+    }
+    const acknowledgedReads = await readAll(everyAcknowledged)
+    const unansweredReads = await readAll(everyUnanswered)
 
     expect(everyUnanswered.size).toBeGreaterThan(0)
     expect(acknowledgedReads.filter(({ read, expected }) => read.status !== 200 || read.body !== expected)).toEqual([])
