@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { SqliteError } from 'better-sqlite3'
 import { GroupCommit, type WriteOperation } from './group-commit.js'
+import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
 import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
@@ -26,18 +27,16 @@ const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
 
 /**
  * The embedded default store: one SQLite file in WAL mode with synchronous=FULL, so a commit has
- * reached the disk (fsync of the WAL) before `create` or `delete` resolves. Writes are group-committed:
- * all the writes of one event-loop turn share one transaction and one fsync. Integers are read as `bigint`.
+ * reached the disk (fsync of the WAL) before `create` or `delete` resolves. Writes are group-committed
+ * by a writer thread: the writes that arrive while one batch commits share the next transaction and
+ * fsync. Reads use this thread's own connection. Integers are read as `bigint`.
  */
 export function openSqliteStore (file: string, options: SqliteOptions = {}): PlantStore {
   const db = openSqliteDatabase(file, options)
 
-  const insertPlant = db.prepare<[bigint, string, string | null]>(
-    'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
   const selectPlant = db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?')
   const listFirst = db.prepare<[number], PlantRow>('SELECT id, name, tag FROM plants ORDER BY id LIMIT ?')
   const listAfter = db.prepare<[bigint, number], PlantRow>('SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?')
-  const deletePlant = db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?')
   const insertTokenDigest = db.prepare<[Buffer, string]>(
     'INSERT INTO generated_access_token (singleton, sha256, created_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING')
   const selectTokenDigest = db.prepare<[], { sha256: Buffer }>(
@@ -45,20 +44,21 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   // Reads a page of the plants table, so a missing or unreadable file fails readiness.
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
 
-  const createPlant = (plant: PlantRecord): CreateOutcome => {
-    if (insertPlant.run(plant.id, plant.name, plant.tag ?? null).changes === 1) {
-      return { status: 'created', plant }
+  const writer = new SqliteWriter({ file, busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS })
+  const commitBatch = async (operations: readonly WriteOperation[]) => {
+    let effects
+    try {
+      effects = await writer.write(operations)
+    } catch (error) {
+      const code = error instanceof SqliteWriteError ? error.code : undefined
+      if (code !== undefined && (TRANSIENT_CODES.test(code) || code === 'SQLITE_WRITER_EXITED')) {
+        throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
+      }
+      throw error
     }
-    const existing = toRecord(selectPlant.get(plant.id) as PlantRow)
-    return samePlant(existing, plant)
-      ? { status: 'replayed', plant: existing }
-      : { status: 'conflict', existing }
+    return operations.map((operation, index) => outcomeOf(operation, effects[index]))
   }
-  // Operations run in arrival order inside the transaction, so repeated ids in a batch just work.
-  const commitBatch = db.transaction((operations: readonly WriteOperation[]) => operations.map((operation) =>
-    operation.kind === 'create' ? createPlant(operation.plant) : deletePlant.run(operation.id).changes === 1))
-  const writes = new GroupCommit(
-    async (operations) => unlessTransient(() => commitBatch.immediate(operations)),
+  const writes = new GroupCommit(commitBatch,
     { maxBatchSize: MAX_BATCH_SIZE, ...(options.onBatchCommitted === undefined ? {} : { onBatchCommitted: options.onBatchCommitted }) })
 
   const ensureTokenDigest = db.transaction((digest: Buffer): Buffer => {
@@ -94,6 +94,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     },
     async close () {
       await writes.whenIdle()
+      await writer.close()
       if (db.open) db.close()
     }
   }
@@ -114,6 +115,17 @@ export function openSqliteDatabase (file: string, options: SqliteOptions = {}): 
     db.close()
     throw error
   }
+}
+
+/** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
+function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined): CreateOutcome | boolean {
+  if (operation.kind === 'delete') return effect !== undefined && 'deleted' in effect && effect.deleted
+  const { plant } = operation
+  if (effect === undefined || !('inserted' in effect)) throw new Error('the SQLite writer answered out of step')
+  if (effect.inserted) return { status: 'created', plant }
+  if (effect.existing === undefined) throw new Error(`plant ${plant.id} met a row that is not there`)
+  const existing = toRecord(effect.existing)
+  return samePlant(existing, plant) ? { status: 'replayed', plant: existing } : { status: 'conflict', existing }
 }
 
 function toRecord (row: PlantRow): PlantRecord {

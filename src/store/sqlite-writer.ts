@@ -1,0 +1,110 @@
+import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
+import type { WriteOperation } from './group-commit.js'
+
+/** What the writer thread reports for one write: a create stored, a create that met this row, or a delete. */
+export type WriteEffect =
+  | { readonly inserted: true }
+  | { readonly inserted: false, readonly existing: { id: bigint, name: string, tag: string | null } | undefined }
+  | { readonly deleted: boolean }
+
+export class SqliteWriteError extends Error {
+  constructor (readonly code: string | undefined, message: string) {
+    super(message)
+    this.name = 'SqliteWriteError'
+  }
+}
+
+export interface SqliteWriterOptions {
+  readonly file: string
+  readonly busyTimeoutMs: number
+}
+
+// Runs in the worker thread. It only executes statements in one transaction per batch; what the
+// results mean (created, replayed, conflict) is decided by the adapter on the main thread.
+const WRITER_SOURCE = `
+import { createRequire } from 'node:module'
+import { parentPort, workerData } from 'node:worker_threads'
+const Database = createRequire(workerData.resolveFrom)('better-sqlite3')
+const db = new Database(workerData.file)
+db.pragma('journal_mode = WAL')
+db.pragma('synchronous = FULL')
+db.pragma('busy_timeout = ' + workerData.busyTimeoutMs)
+db.defaultSafeIntegers(true)
+const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
+const select = db.prepare('SELECT id, name, tag FROM plants WHERE id = ?')
+const remove = db.prepare('DELETE FROM plants WHERE id = ?')
+const write = db.transaction((operations) => operations.map((operation) => {
+  if (operation.kind === 'delete') return { deleted: remove.run(operation.id).changes === 1 }
+  const { id, name, tag } = operation.plant
+  if (insert.run(id, name, tag === undefined ? null : tag).changes === 1) return { inserted: true }
+  return { inserted: false, existing: select.get(id) }
+}))
+parentPort.on('message', (message) => {
+  if (message === 'close') {
+    db.close()
+    parentPort.close()
+    return
+  }
+  try {
+    parentPort.postMessage({ effects: write.immediate(message) })
+  } catch (error) {
+    parentPort.postMessage({ error: { code: error.code, message: error.message } })
+  }
+})
+`
+
+/**
+ * The SQLite writer: a worker thread with its own connection that commits each batch (synchronous=FULL,
+ * so the commit's fsync happens there). The event loop keeps serving requests, and gathering the next
+ * batch, while a commit is on its way to the disk.
+ */
+export class SqliteWriter {
+  private worker: Worker | undefined
+  private pending: { resolve: (effects: WriteEffect[]) => void, reject: (error: Error) => void } | undefined
+
+  constructor (private readonly options: SqliteWriterOptions) {}
+
+  /** Commits one batch; at most one is in flight (the group commit sees to that). */
+  write (operations: readonly WriteOperation[]): Promise<WriteEffect[]> {
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject }
+      this.running().postMessage(operations)
+    })
+  }
+
+  async close (): Promise<void> {
+    const worker = this.worker
+    if (worker === undefined) return
+    this.worker = undefined
+    const exited = new Promise((resolve) => worker.once('exit', resolve))
+    worker.postMessage('close')
+    await exited
+  }
+
+  private running (): Worker {
+    if (this.worker !== undefined) return this.worker
+    const worker = new Worker(WRITER_SOURCE, {
+      eval: true,
+      workerData: { ...this.options, resolveFrom: createRequire(import.meta.url).resolve('better-sqlite3') }
+    })
+    worker.on('message', (message: { effects?: WriteEffect[], error?: { code?: string, message: string } }) => {
+      const pending = this.pending
+      this.pending = undefined
+      if (message.effects !== undefined) pending?.resolve(message.effects)
+      else pending?.reject(new SqliteWriteError(message.error?.code, message.error?.message ?? 'the write failed'))
+    })
+    // A writer that dies fails its batch; the next batch starts a new one.
+    const fail = (error: Error) => {
+      if (this.worker === worker) this.worker = undefined
+      const pending = this.pending
+      this.pending = undefined
+      pending?.reject(new SqliteWriteError('SQLITE_WRITER_EXITED', error.message))
+    }
+    worker.on('error', fail)
+    worker.on('exit', (code) => { if (this.pending !== undefined) fail(new Error(`the SQLite writer exited with code ${code}`)) })
+    worker.unref()
+    this.worker = worker
+    return worker
+  }
+}
