@@ -18,6 +18,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import pg from 'pg'
+import { openPostgresStore } from '../src/store/postgres.js'
 import { openSqliteDatabase } from '../src/store/sqlite.js'
 import { startEmbeddedPostgres, type PostgresServer } from '../test/postgres-server.js'
 import { renderChart } from './chart.js'
@@ -249,9 +250,10 @@ async function bulkLoad (backend: 'sqlite' | 'postgres', size: number): Promise<
     return `sqlite:${file}`
   }
   const url = await startPostgresDatabase()
+  // Opening the store once applies the migrations, as the service would.
+  await (await openPostgresStore(url, { poolSize: 1, connectTimeoutMs: 5000, statementTimeoutMs: 600_000 })).close()
   const client = new pg.Client({ connectionString: url })
   await client.connect()
-  await client.query('CREATE TABLE IF NOT EXISTS plants (id BIGINT PRIMARY KEY, name TEXT NOT NULL, tag TEXT)')
   await client.query('INSERT INTO plants (id, name) SELECT g, \'plant \' || g FROM generate_series(1, $1::bigint) AS g', [size])
   await client.query('VACUUM ANALYZE plants')
   await client.end()

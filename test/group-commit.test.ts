@@ -149,6 +149,25 @@ describe('A failed commit', () => {
 })
 
 describe('No reply before commit', () => {
+  it('holds the HTTP answer of a create until its SQLite transaction has committed', async () => {
+    const file = join(temporaryFolder(), 'patient.db')
+    const app = await buildTestApp({ store: openSqliteStore(file, { busyTimeoutMs: 2000 }) })
+    const otherProcess = new Database(file)
+    onTestFinished(() => { otherProcess.close() })
+    otherProcess.exec('BEGIN IMMEDIATE')
+
+    let answered = false
+    const response = app.inject({
+      method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'application/json' }, payload: '{"id":1,"name":"Patient"}'
+    }).then((reply) => { answered = true; return reply })
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    const answeredWhileLocked = answered
+    otherProcess.exec('ROLLBACK')
+
+    expect(answeredWhileLocked).toBe(false)
+    expect((await response).statusCode).toBe(200)
+  })
+
   it('holds the HTTP answer of a create until its PostgreSQL transaction has committed', async () => {
     const url = await createTestDatabase()
     const app = await buildTestApp({ store: await openPostgresStore(url, TEST_POSTGRES_OPTIONS) })

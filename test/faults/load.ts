@@ -8,7 +8,11 @@ export interface WriteLoad {
   stop (): Promise<void>
 }
 
-export function startWriteLoad (baseUrl: string, token: string, options: { workers: number, firstId: number, maxRequests: number }): WriteLoad {
+export function startWriteLoad (
+  baseUrl: string,
+  token: string,
+  options: { workers: number, firstId: number, maxRequests: number, onAcknowledged?: (count: number) => void }
+): WriteLoad {
   const acknowledged = new Map<number, string>()
   const unanswered = new Map<number, string>()
   const statuses = new Map<number, number>()
@@ -26,7 +30,10 @@ export function startWriteLoad (baseUrl: string, token: string, options: { worke
           signal: AbortSignal.timeout(10_000)
         })
         statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1)
-        if (response.status === 200) acknowledged.set(id, name)
+        if (response.status === 200) {
+          acknowledged.set(id, name)
+          options.onAcknowledged?.(acknowledged.size)
+        }
         else unanswered.set(id, name)
         await response.arrayBuffer()
       } catch {
