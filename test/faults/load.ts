@@ -33,8 +33,7 @@ export function startWriteLoad (
         if (response.status === 200) {
           acknowledged.set(id, name)
           options.onAcknowledged?.(acknowledged.size)
-        }
-        else unanswered.set(id, name)
+        } else unanswered.set(id, name)
         await response.arrayBuffer()
       } catch {
         unanswered.set(id, name)
