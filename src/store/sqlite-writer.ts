@@ -30,6 +30,10 @@ const db = new Database(workerData.file)
 db.pragma('journal_mode = WAL')
 db.pragma('synchronous = FULL')
 db.pragma('busy_timeout = ' + workerData.busyTimeoutMs)
+// Durability rests on this connection's settings: refuse to write at all without them.
+if (db.pragma('journal_mode', { simple: true }) !== 'wal' || db.pragma('synchronous', { simple: true }) !== 2) {
+  throw new Error('the SQLite writer could not set journal_mode=WAL and synchronous=FULL')
+}
 db.defaultSafeIntegers(true)
 const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
 const select = db.prepare('SELECT id, name, tag FROM plants WHERE id = ?')
