@@ -5,6 +5,8 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import type { DestinationStream } from 'pino'
 import { expect, onTestFinished } from 'vitest'
 import { buildApp, type AppConfig } from '../src/app.js'
+import type { LogLevel } from '../src/config.js'
+import { CAPTURED_LOG_LEVEL, capturedLogStream } from './log-capture.js'
 import { AccessTokens, digestToken } from '../src/auth/tokens.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import type { PlantStore } from '../src/store/plant-store.js'
@@ -24,11 +26,13 @@ export interface TestAppOptions {
 /** Builds the production app on a fresh store and closes it (and so the store) when the test ends. */
 export async function buildTestApp (options: TestAppOptions = {}): Promise<FastifyInstance> {
   const app = await buildApp(
-    { bodyLimit: 16384, logLevel: 'silent', prettyLogs: false, ...options.config },
+    { bodyLimit: 16384, logLevel: (CAPTURED_LOG_LEVEL as LogLevel | undefined) ?? 'silent', prettyLogs: false, ...options.config },
     {
       store: options.store ?? openMemoryStore(),
       accessTokens: new AccessTokens((options.tokens ?? [TEST_TOKEN]).map(digestToken)),
-      ...(options.logStream === undefined ? {} : { logStream: options.logStream })
+      ...(options.logStream !== undefined
+        ? { logStream: options.logStream }
+        : CAPTURED_LOG_LEVEL !== undefined ? { logStream: capturedLogStream() } : {})
     })
   onTestFinished(() => app.close())
   return app

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { onTestFinished } from 'vitest'
+import { appendCapturedLog, CAPTURED_LOG_LEVEL } from './log-capture.js'
 
 const SERVER_ENTRY = fileURLToPath(new URL('../dist/server.js', import.meta.url))
 
@@ -18,7 +19,7 @@ export interface ServerProcess {
  */
 export function spawnServer (env: Record<string, string>): ServerProcess {
   const child = spawn(process.execPath, [SERVER_ENTRY], {
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env },
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let stdout = ''
@@ -33,6 +34,7 @@ export function spawnServer (env: Record<string, string>): ServerProcess {
       process.kill(child.pid as number, 'SIGKILL')
       await exited
     }
+    appendCapturedLog(stdout)
   })
   return { child, stdout: () => stdout, stderr: () => stderr, exited }
 }
