@@ -18,7 +18,15 @@ export interface PlantsRoutesOptions {
   readonly rateLimitPerMinute: number
 }
 
-const { 400: badRequest, 401: unauthorized, 404: notFound, 409: conflict, 413: tooLarge, 415: unsupported, 429: rateLimited, 500: internal, 503: unavailable } = errorResponses
+/** The failures every `/plants` operation can answer with, and those of the operations that read a body. */
+const everyOperationErrors = {
+  400: errorResponses[400],
+  401: errorResponses[401],
+  429: errorResponses[429],
+  500: errorResponses[500],
+  503: errorResponses[503]
+}
+const bodyErrors = { 413: errorResponses[413], 415: errorResponses[415] }
 
 /**
  * The `/plants` resource, registered under the `/plants` prefix. Authentication guards this whole
@@ -48,14 +56,9 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
           description: 'The plant is stored (or was already, with the same name and tag)',
           headers: { Location: { type: 'string', description: 'The path of the plant: /plants/{id}' } }
         },
-        400: badRequest,
-        401: unauthorized,
-        409: conflict,
-        413: tooLarge,
-        415: unsupported,
-        429: rateLimited,
-        500: internal,
-        503: unavailable
+        ...everyOperationErrors,
+        ...bodyErrors,
+        409: errorResponses[409]
       }
     }
   }, async (request, reply) => {
@@ -84,11 +87,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
           description: 'A page of plants, possibly empty',
           headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </plants?limit=N&after=ID>; rel="next"' } }
         },
-        400: badRequest,
-        401: unauthorized,
-        429: rateLimited,
-        500: internal,
-        503: unavailable
+        ...everyOperationErrors
       }
     }
   }, async (request, reply) => {
@@ -112,12 +111,8 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       params: PlantIdParams,
       response: {
         200: { ...ref(StoredPlant), description: 'The plant' },
-        400: badRequest,
-        401: unauthorized,
-        404: notFound,
-        429: rateLimited,
-        500: internal,
-        503: unavailable
+        ...everyOperationErrors,
+        404: errorResponses[404]
       }
     }
   }, async (request) => {
@@ -138,14 +133,9 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       params: PlantIdParams,
       response: {
         204: { type: 'null', description: 'The plant was deleted' },
-        400: badRequest,
-        401: unauthorized,
-        404: notFound,
-        413: tooLarge,
-        415: unsupported,
-        429: rateLimited,
-        500: internal,
-        503: unavailable
+        ...everyOperationErrors,
+        ...bodyErrors,
+        404: errorResponses[404]
       }
     }
   }, async (request, reply) => {
