@@ -14,6 +14,7 @@ async function main (): Promise<void> {
   const store = await openStore(config.databaseUrl, config.database)
   const { accessTokens, generatedToken } = await untilStoreAnswers(() => resolveAccessTokens(config.tokenDigests, store))
   const app = await buildApp(config, { store, accessTokens })
+  app.log.info({ store: store.backend }, 'store opened')
   stopGracefullyOnSignals(app)
   const address = await app.listen({ port: config.port, host: config.host })
   if (generatedToken !== undefined) announceGeneratedToken(generatedToken, address)

@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
+import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { PlantStore } from '../src/store/plant-store.js'
@@ -148,6 +149,21 @@ describe('A failed commit', () => {
   })
 })
 
+/**
+ * Sends a create while another connection holds the lock its commit needs, and reports whether the
+ * HTTP answer arrived before `release` let the commit through, and the answer's status.
+ */
+async function createWhileLocked (app: FastifyInstance, release: () => Promise<void>) {
+  let answered = false
+  const response = app.inject({
+    method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'application/json' }, payload: '{"id":1,"name":"Patient"}'
+  }).then((reply) => { answered = true; return reply })
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  const answeredWhileLocked = answered
+  await release()
+  return { answeredWhileLocked, status: (await response).statusCode }
+}
+
 describe('No reply before commit', () => {
   it('holds the HTTP answer of a create until its SQLite transaction has committed', async () => {
     const file = join(temporaryFolder(), 'patient.db')
@@ -156,16 +172,9 @@ describe('No reply before commit', () => {
     onTestFinished(() => { otherProcess.close() })
     otherProcess.exec('BEGIN IMMEDIATE')
 
-    let answered = false
-    const response = app.inject({
-      method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'application/json' }, payload: '{"id":1,"name":"Patient"}'
-    }).then((reply) => { answered = true; return reply })
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    const answeredWhileLocked = answered
-    otherProcess.exec('ROLLBACK')
+    const result = await createWhileLocked(app, async () => { otherProcess.exec('ROLLBACK') })
 
-    expect(answeredWhileLocked).toBe(false)
-    expect((await response).statusCode).toBe(200)
+    expect(result).toEqual({ answeredWhileLocked: false, status: 200 })
   })
 
   it('holds the HTTP answer of a create until its PostgreSQL transaction has committed', async () => {
@@ -175,15 +184,8 @@ describe('No reply before commit', () => {
     await locker.query('BEGIN')
     await locker.query('LOCK TABLE plants IN SHARE MODE')
 
-    let answered = false
-    const response = app.inject({
-      method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'application/json' }, payload: '{"id":1,"name":"Patient"}'
-    }).then((reply) => { answered = true; return reply })
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    const answeredWhileLocked = answered
-    await locker.query('COMMIT')
+    const result = await createWhileLocked(app, async () => { await locker.query('COMMIT') })
 
-    expect(answeredWhileLocked).toBe(false)
-    expect((await response).statusCode).toBe(200)
+    expect(result).toEqual({ answeredWhileLocked: false, status: 200 })
   })
 })

@@ -21,7 +21,7 @@ export type CreateOutcome =
   | { readonly status: 'conflict', readonly existing: PlantRecord }
 
 export interface PlantStore {
-  /** Which backend this is, for logs and the readiness probe. */
+  /** Which backend this is, for the start-up log line. */
   readonly backend: 'memory' | 'sqlite' | 'postgres'
   /**
    * Creates the plant unless its id is taken. Resolves only once a created plant is durably committed.
