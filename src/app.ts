@@ -29,7 +29,7 @@ export interface ServerTimeouts {
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs'>> & { readonly timeouts?: ServerTimeouts }
+  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests'>> & { readonly timeouts?: ServerTimeouts }
 
 export interface AppDependencies {
   readonly store: PlantStore
@@ -94,7 +94,10 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   })
   app.addHook('onClose', async () => { await store.close() })
 
-  await app.register(loadShedding, { maxEventLoopDelayMs: config.maxEventLoopDelayMs ?? 0 })
+  await app.register(loadShedding, {
+    maxEventLoopDelayMs: config.maxEventLoopDelayMs ?? 0,
+    maxInFlightRequests: config.maxInFlightRequests ?? 0
+  })
 
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)

@@ -27,6 +27,8 @@ export interface Config {
   readonly rateLimitPerMinute: number
   /** Event-loop delay above which requests are shed with 503; 0 turns load shedding off. */
   readonly maxEventLoopDelayMs: number
+  /** Requests answered at once above which new ones are shed with 503; 0 turns this limit off. */
+  readonly maxInFlightRequests: number
   /** Human-readable logs (pino-pretty) when standard output is a terminal; JSON lines otherwise. */
   readonly prettyLogs: boolean
 }
@@ -55,6 +57,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     bodyLimit: integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024),
     rateLimitPerMinute: integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000),
     maxEventLoopDelayMs: integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000),
+    maxInFlightRequests: integerVariable(env, 'SHED_IN_FLIGHT_REQUESTS', 512, 0, 1_000_000),
     prettyLogs: stdoutIsTty
   })
 }

@@ -18,6 +18,7 @@ describe('Configuration from the environment', () => {
       bodyLimit: 16384,
       rateLimitPerMinute: 0,
       maxEventLoopDelayMs: 200,
+      maxInFlightRequests: 512,
       prettyLogs: false
     })
     expect(Object.isFrozen(config)).toBe(true)
@@ -35,7 +36,8 @@ describe('Configuration from the environment', () => {
       LOG_LEVEL: 'warn',
       BODY_LIMIT: '1024',
       RATE_LIMIT_PER_MINUTE: '600',
-      SHED_EVENT_LOOP_DELAY_MS: '0'
+      SHED_EVENT_LOOP_DELAY_MS: '0',
+      SHED_IN_FLIGHT_REQUESTS: '64'
     }, true)
 
     expect(config).toEqual({
@@ -48,6 +50,7 @@ describe('Configuration from the environment', () => {
       bodyLimit: 1024,
       rateLimitPerMinute: 600,
       maxEventLoopDelayMs: 0,
+      maxInFlightRequests: 64,
       prettyLogs: true
     })
   })
@@ -65,6 +68,7 @@ describe('Configuration from the environment', () => {
     ['DATABASE_URL', 'postgres://user:secret@[bad', DATABASE_URL_RULE],
     ['RATE_LIMIT_PER_MINUTE', '-5', 'RATE_LIMIT_PER_MINUTE must be a whole number from 0 to 10000000, got "-5"'],
     ['SHED_EVENT_LOOP_DELAY_MS', 'fast', 'SHED_EVENT_LOOP_DELAY_MS must be a whole number from 0 to 60000, got "fast"'],
+    ['SHED_IN_FLIGHT_REQUESTS', '-1', 'SHED_IN_FLIGHT_REQUESTS must be a whole number from 0 to 1000000, got "-1"'],
     ['DATABASE_POOL_SIZE', '0', 'DATABASE_POOL_SIZE must be a whole number from 1 to 1000, got "0"'],
     ['DATABASE_CONNECT_TIMEOUT_MS', 'soon', 'DATABASE_CONNECT_TIMEOUT_MS must be a whole number from 100 to 600000, got "soon"'],
     ['DATABASE_STATEMENT_TIMEOUT_MS', '10', 'DATABASE_STATEMENT_TIMEOUT_MS must be a whole number from 100 to 600000, got "10"'],

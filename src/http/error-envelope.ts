@@ -20,7 +20,8 @@ import { sendError } from './send-error.js'
 export const errorEnvelope = fp(async function errorEnvelope (app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const envelope = toPlantstoreError(error, request)
-    if (envelope.statusCode >= 500) {
+    // A deliberate 503 (overload, shutdown) is not a fault; the request's log line records it.
+    if (envelope.statusCode >= 500 && !(error instanceof PlantstoreError)) {
       request.log.error({ err: error }, envelope.message)
     }
     sendError(reply, envelope)

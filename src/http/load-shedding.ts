@@ -2,23 +2,56 @@ import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { overloaded } from '../errors.js'
+import { sendError } from './send-error.js'
 
 const START_UP_GRACE_MS = 2000
 
+export interface LoadSheddingOptions {
+  /** Event-loop delay above which new requests are shed; 0 turns this signal off. */
+  readonly maxEventLoopDelayMs: number
+  /** Requests being answered at once above which new ones are shed; 0 turns this signal off. */
+  readonly maxInFlightRequests: number
+}
+
+const isLiveness = (url: string) => url === '/healthz'
+
 /**
- * Sheds load when the event loop falls behind: while its delay (sampled every 250 ms) is above the
- * limit, new requests get a quick 503 with `Retry-After` instead of queueing behind the backlog, so
- * accepted requests keep a bounded latency. Liveness is never shed: an overloaded process is alive.
+ * Sheds load with a quick 503 + `Retry-After` instead of letting requests queue behind a backlog, so
+ * accepted requests keep a bounded latency. Two signals, either enough:
+ * - requests in flight: by Little's law they bound the queueing delay, and they fall the moment the
+ *   load does, so recovery is immediate;
+ * - event-loop delay (sampled every 250 ms): catches CPU-bound stalls the in-flight count misses.
+ * Liveness is never shed: an overloaded process is alive.
  */
-export const loadShedding = fp(async function loadShedding (app: FastifyInstance, options: { maxEventLoopDelayMs: number }) {
-  if (options.maxEventLoopDelayMs === 0) return
-  // The first samples measure start-up work (compiling, migrating), which is not overload.
-  const judgedFrom = performance.now() + START_UP_GRACE_MS
-  await app.register(underPressure, {
-    maxEventLoopDelay: options.maxEventLoopDelayMs,
-    sampleInterval: 250,
-    pressureHandler: (request) => request.url === '/healthz' || performance.now() < judgedFrom
-      ? undefined
-      : Promise.reject(overloaded())
-  })
+export const loadShedding = fp(async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions) {
+  if (options.maxInFlightRequests > 0) {
+    const limit = options.maxInFlightRequests
+    // Built once: shedding has to stay far cheaper than serving.
+    const refusal = overloaded()
+    let inFlight = 0
+    const finished = () => { inFlight-- }
+    app.addHook('onRequest', (request, reply, done) => {
+      if (isLiveness(request.url)) return done()
+      if (inFlight >= limit) {
+        sendError(reply, refusal)
+        return
+      }
+      inFlight++
+      // 'close' fires exactly once per response, also when the client went away before the answer.
+      reply.raw.once('close', finished)
+      done()
+    })
+  }
+
+  if (options.maxEventLoopDelayMs > 0) {
+    // The first samples measure start-up work (compiling, migrating), which is not overload.
+    const judgedFrom = performance.now() + START_UP_GRACE_MS
+    await app.register(underPressure, {
+      maxEventLoopDelay: options.maxEventLoopDelayMs,
+      sampleInterval: 250,
+      pressureHandler: (request) => isLiveness(request.url) || performance.now() < judgedFrom
+        ? undefined
+        : Promise.reject(overloaded())
+    })
+  }
 }, { name: 'load-shedding' })

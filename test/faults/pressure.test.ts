@@ -20,6 +20,17 @@ async function timedGet (url: string, headers: Record<string, string> = {}) {
   return { status: response.status, ms: performance.now() - started }
 }
 
+/** Polls until the service answers 200, for at most 5 s; reports when it did and how long that request took. */
+async function firstSuccess (url: string, headers: Record<string, string>) {
+  const started = performance.now()
+  let last = await timedGet(url, headers)
+  while (last.status !== 200 && performance.now() - started < 5000) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    last = await timedGet(url, headers)
+  }
+  return { ...last, recoveredAfterMs: performance.now() - started }
+}
+
 describe('Per-token rate limiting', () => {
   it('answers the noisy token 429 with Retry-After while another token is unaffected', async () => {
     const app = await buildTestApp({ tokens: ['noisy-token', 'quiet-token'], config: { rateLimitPerMinute: 5 } })
@@ -52,7 +63,7 @@ describe('Per-token rate limiting', () => {
 describe('Overload', () => {
   it('sheds excess quickly with 503 and Retry-After, keeps accepted latency bounded and liveness up, and recovers', { timeout: 60_000 }, async () => {
     const token = 'overload-token'
-    const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'overload.db')}`, PLANTSTORE_TOKENS: token, SHED_EVENT_LOOP_DELAY_MS: '30' })
+    const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'overload.db')}`, PLANTSTORE_TOKENS: token, SHED_IN_FLIGHT_REQUESTS: '100' })
     let nextId = 0
     const liveness: number[] = []
     const probe = setInterval(() => { timedGet(`${server.baseUrl}/healthz`).then((result) => liveness.push(result.status), () => liveness.push(0)) }, 200)
@@ -69,7 +80,7 @@ describe('Overload', () => {
       }]
     })
     clearInterval(probe)
-    const afterwards = await timedGet(`${server.baseUrl}/plants?limit=1`, { authorization: `Bearer ${token}` })
+    const afterwards = await firstSuccess(`${server.baseUrl}/plants?limit=1`, { authorization: `Bearer ${token}` })
     const shed = await fetch(`${server.baseUrl}/plants/1`, { headers: { authorization: `Bearer ${token}` } })
 
     const summary = JSON.stringify({ codes: result.statusCodeStats, p99: result.latency.p99, liveness, afterwards })
@@ -79,6 +90,8 @@ describe('Overload', () => {
     expect(liveness.length, summary).toBeGreaterThan(5)
     expect(liveness.every((status) => status === 200), summary).toBe(true)
     expect(afterwards.status, summary).toBe(200)
+    // The delay is sampled every 250 ms, so the last overloaded sample may shed a request or two.
+    expect(afterwards.recoveredAfterMs, summary).toBeLessThan(1500)
     expect(afterwards.ms, summary).toBeLessThan(1000)
     expect([200, 404]).toContain(shed.status)
     expect(server.child.exitCode).toBeNull()
@@ -101,6 +114,36 @@ describe('Load shedding, in the envelope', () => {
     expect(shed.json()).toEqual({ error: 503, message: 'the service is overloaded, retry later' })
     expect(shed.headers['retry-after']).toBe('1')
     expect(live.statusCode).toBe(200)
+  })
+})
+
+describe('Load shedding on requests in flight', () => {
+  it('sheds beyond the limit, never /healthz, and admits again as soon as one finishes or its client leaves', async () => {
+    const app = await buildTestApp({ config: { maxInFlightRequests: 2 } })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = portOf(app)
+    // Headers sent, body still owed: each of these is a request in flight.
+    const holders = [0, 1].map(() => {
+      const socket = connect(port, '127.0.0.1')
+      socket.on('error', () => {})
+      socket.write(`POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: ${bearer().authorization}\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n`)
+      return socket
+    })
+    onTestFinished(() => { for (const socket of holders) socket.destroy() })
+    await new Promise((resolve) => setTimeout(resolve, 200))
+
+    const shed = await fetch(`http://127.0.0.1:${port}/plants`, { headers: bearer() })
+    const shedBody = await shed.json()
+    const live = await fetch(`http://127.0.0.1:${port}/healthz`)
+    holders[0]?.destroy()
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    const admitted = await fetch(`http://127.0.0.1:${port}/plants`, { headers: bearer() })
+
+    expect(shed.status).toBe(503)
+    expect(shed.headers.get('retry-after')).toBe('1')
+    expect(shedBody).toEqual({ error: 503, message: 'the service is overloaded, retry later' })
+    expect(live.status).toBe(200)
+    expect(admitted.status).toBe(200)
   })
 })
 
