@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify'
-import { pino, type DestinationStream } from 'pino'
+import type { DestinationStream } from 'pino'
 import type { AccessTokens } from './auth/tokens.js'
 import type { Config } from './config.js'
 import { shuttingDown } from './errors.js'
@@ -9,7 +9,7 @@ import { healthRoutes } from './http/health.js'
 import { jsonBody } from './http/json-body.js'
 import { loadShedding } from './http/load-shedding.js'
 import { knownRoutes } from './http/method-not-allowed.js'
-import { CompletedRequestLog, logRedaction } from './http/request-log.js'
+import { bufferedStandardOutput, CompletedRequestLog, logRedaction } from './http/request-log.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
 import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
@@ -44,10 +44,10 @@ export interface AppDependencies {
  */
 export async function buildApp (config: AppConfig, dependencies: AppDependencies): Promise<FastifyInstance> {
   const { store, accessTokens } = dependencies
-  // Asynchronous writes to standard output (unless a terminal wants pretty lines): logging stays off
-  // the request's critical path.
-  const logStream = dependencies.logStream ??
-    (config.prettyLogs ? undefined : pino.destination({ dest: 1, sync: false }))
+  // Buffered asynchronous writes to standard output (unless a terminal wants pretty lines): logging
+  // stays off the request's critical path.
+  const standardOutput = dependencies.logStream === undefined && !config.prettyLogs ? bufferedStandardOutput() : undefined
+  const logStream = dependencies.logStream ?? standardOutput?.stream
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS
 
   const app = Fastify({
@@ -69,6 +69,11 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     http: { requireHostHeader: false, connectionsCheckingInterval: 1000 }
   })
   app.server.headersTimeout = timeouts.headersMs
+  if (standardOutput !== undefined) {
+    // "Server listening at …" is what launchers and tests wait for: it must not sit in the buffer.
+    app.addHook('onListen', (done) => { standardOutput.flush(); done() })
+    app.addHook('onClose', (_app, done) => { standardOutput.stopFlushing(); standardOutput.flush(); done() })
+  }
 
   await app.register(knownRoutes)
   await app.register(requestIdHeader)

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 
 /** RFC 6750 §2.1 `b64token`: the only token syntax a Bearer credential may have. */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
@@ -9,7 +9,8 @@ export function isB64Token (token: string): boolean {
 }
 
 export function digestToken (token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest()
+  // The one-shot form: about half the cost of createHash().update().digest(), and it runs per request.
+  return hash('sha256', token, 'buffer')
 }
 
 /** A fresh random token: 32 bytes of entropy in base64url, which is valid b64token syntax. */
@@ -45,9 +46,15 @@ export function parseTokenList (text: string): Buffer[] {
  * The set of accepted tokens, held as SHA-256 digests. A presented token is digested and compared
  * with every accepted digest by `timingSafeEqual`, without stopping at a match, so the time taken does
  * not depend on how much of any token is right, nor on which one matched.
+ *
+ * A token that passed is remembered, so the clients' next requests skip the digest (the costliest step
+ * of authentication). Only accepted tokens enter, so the memo holds at most one entry per accepted
+ * digest. A wrong token never matches it: a `Set` compares the contents of two strings only when their
+ * hashes, seeded at random per process, are equal, so a wrong guess learns nothing from its timing.
  */
 export class AccessTokens {
   private readonly digests: readonly Buffer[]
+  private readonly verified = new Set<string>()
 
   constructor (digests: readonly Buffer[]) {
     if (digests.length === 0) throw new Error('at least one access token is needed')
@@ -55,11 +62,13 @@ export class AccessTokens {
   }
 
   accepts (token: string): boolean {
+    if (this.verified.has(token)) return true
     const presented = digestToken(token)
     let accepted = false
     for (const digest of this.digests) {
       if (timingSafeEqual(digest, presented)) accepted = true
     }
+    if (accepted && this.verified.size < this.digests.length) this.verified.add(token)
     return accepted
   }
 }

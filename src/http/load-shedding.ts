@@ -38,7 +38,7 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
       }
       inFlight++
       // 'close' fires exactly once per response, also when the client went away before the answer.
-      reply.raw.once('close', finished)
+      reply.raw.on('close', finished)
       done()
     })
   }
