@@ -2,7 +2,7 @@
  * `npm run bench`: measures the real service (built dist/server.js, shipped default config) on SQLite,
  * PostgreSQL (embedded, as in the tests) and memory against a bare-Fastify baseline, in one run.
  *
- *   npm run bench                      full run: 3 interleaved rounds of 5 s per measurement
+ *   npm run bench                      full run: 5 interleaved rounds of 4 s per measurement
  *   npm run bench -- --quick           smoke run: 1 round of 1 s
  *   npm run bench -- --scale 1000000,10000000
  *                                      cost as the store grows: bulk-load N plants, then measure POST,
@@ -45,8 +45,8 @@ const args = process.argv.slice(2)
 const quick = args.includes('--quick')
 const scaleArgument = args[args.indexOf('--scale') + 1]
 const scaleSizes = args.includes('--scale') && scaleArgument !== undefined ? scaleArgument.split(',').map(Number) : undefined
-const rounds = quick ? 1 : 3
-const durationSeconds = quick ? 1 : 5
+const rounds = quick ? 1 : 5
+const durationSeconds = quick ? 1 : 4
 
 const pinning = existsSync('/usr/bin/taskset') && cpus().length >= 2
 if (pinning) execFileSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' })
@@ -271,6 +271,9 @@ async function bulkLoad (backend: 'sqlite' | 'postgres', size: number): Promise<
 async function compareSizes (sizes: number[]): Promise<void> {
   const rows: Array<{ backend: string, size: number, load: Load } & ReturnType<typeof summarize>> = []
   for (const backend of ['sqlite', 'postgres'] as const) {
+    // Every size is loaded and started first, then measured in interleaved rounds, so that the
+    // machine's drift weighs on each size alike.
+    const targets = []
     for (const size of [0, ...sizes]) {
       const started = Date.now()
       const databaseUrl = await bulkLoad(backend, size)
@@ -278,11 +281,19 @@ async function compareSizes (sizes: number[]): Promise<void> {
       const target = await startService(`${backend}-${size}`, databaseUrl)
       if (size === 0) await preload(target, PRELOADED)
       else target.preloadedIds = Array.from({ length: 10_000 }, () => BigInt(1 + Math.floor(Math.random() * size)))
-      const deepAfter = BigInt(Math.floor(size / 2))
       const results: Record<Load, Sample[]> = { post: [], get: [], list: [] }
-      for (let round = 1; round <= rounds; round++) {
-        for (const load of LOADS) results[load].push(await measure(target, load, durationSeconds, load === 'list' ? deepAfter : undefined))
+      targets.push({ size, target, deepAfter: BigInt(Math.floor(size / 2)), results })
+    }
+    for (let round = 1; round <= rounds; round++) {
+      for (const load of LOADS) {
+        for (const { target, deepAfter, results } of targets) {
+          const sample = await measure(target, load, durationSeconds, load === 'list' ? deepAfter : undefined)
+          results[load].push(sample)
+          process.stderr.write(`round ${round} ${target.name}/${load}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms\n`)
+        }
       }
+    }
+    for (const { size, target, results } of targets) {
       for (const load of LOADS) rows.push({ backend, size, load, ...summarize(results[load]) })
       process.kill(target.process.pid as number, 'SIGTERM')
       await new Promise((resolve) => target.process.once('exit', resolve))

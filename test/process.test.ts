@@ -84,6 +84,24 @@ describe('The built server as a child process, over real HTTP', () => {
     }
   })
 
+  it('writes a quiet service\'s request log line within about a second, and every buffered line at exit', async () => {
+    const server = await startServer({ DATABASE_URL: 'memory:', PLANTSTORE_TOKENS: TOKEN })
+    const lineOf = (requestId: string) => server.stdout().split('\n').find((line) => line.includes(`"reqId":"${requestId}"`))
+
+    await fetch(`${server.baseUrl}/plants/1`, { headers: { ...auth(), 'x-request-id': 'quiet-1' } })
+    const startedWaiting = performance.now()
+    await expect.poll(() => lineOf('quiet-1'), { timeout: 3000, interval: 50 }).toBeDefined()
+    const waitedMs = performance.now() - startedWaiting
+    const burst = ['burst-1', 'burst-2', 'burst-3']
+    for (const requestId of burst) await fetch(`${server.baseUrl}/plants/1`, { headers: { ...auth(), 'x-request-id': requestId } })
+    process.kill(server.child.pid as number, 'SIGTERM')
+
+    expect(await server.exited).toBe(0)
+    expect(waitedMs).toBeLessThan(2000)
+    expect(JSON.parse(lineOf('quiet-1') ?? '{}')).toMatchObject({ msg: 'request completed', method: 'GET', url: '/plants/1', statusCode: 404 })
+    for (const requestId of burst) expect(lineOf(requestId), requestId).toBeDefined()
+  })
+
   it.each([
     ['PORT', 'not-a-port', 'PORT must be a whole number from 0 to 65535, got "not-a-port"'],
     ['LOG_LEVEL', 'chatty', 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "chatty"'],
