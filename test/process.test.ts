@@ -90,14 +90,15 @@ describe('The built server as a child process, over real HTTP', () => {
 
     await fetch(`${server.baseUrl}/plants/1`, { headers: { ...auth(), 'x-request-id': 'quiet-1' } })
     const startedWaiting = performance.now()
-    await expect.poll(() => lineOf('quiet-1'), { timeout: 3000, interval: 50 }).toBeDefined()
+    await expect.poll(() => lineOf('quiet-1'), { timeout: 4000, interval: 50 }).toBeDefined()
     const waitedMs = performance.now() - startedWaiting
     const burst = ['burst-1', 'burst-2', 'burst-3']
     for (const requestId of burst) await fetch(`${server.baseUrl}/plants/1`, { headers: { ...auth(), 'x-request-id': requestId } })
     process.kill(server.child.pid as number, 'SIGTERM')
 
     expect(await server.exited).toBe(0)
-    expect(waitedMs).toBeLessThan(2000)
+    // Flushed every second; the margin is for a busy machine.
+    expect(waitedMs).toBeLessThan(2500)
     expect(JSON.parse(lineOf('quiet-1') ?? '{}')).toMatchObject({ msg: 'request completed', method: 'GET', url: '/plants/1', statusCode: 404 })
     for (const requestId of burst) expect(lineOf(requestId), requestId).toBeDefined()
   })

@@ -1,5 +1,5 @@
 import underPressure from '@fastify/under-pressure'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { overloaded } from '../errors.js'
 import { sendError } from './send-error.js'
@@ -13,7 +13,8 @@ export interface LoadSheddingOptions {
   readonly maxInFlightRequests: number
 }
 
-const isLiveness = (url: string) => url === '/healthz'
+/** Liveness, whatever query string it carries. */
+const isLiveness = (request: FastifyRequest) => request.routeOptions.url === '/healthz'
 
 /**
  * Sheds load with a quick 503 + `Retry-After` instead of letting requests queue behind a backlog, so
@@ -29,16 +30,24 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
     // Built once: shedding has to stay far cheaper than serving.
     const refusal = overloaded()
     let inFlight = 0
-    const finished = () => { inFlight-- }
     app.addHook('onRequest', (request, reply, done) => {
-      if (isLiveness(request.url)) return done()
+      if (isLiveness(request)) return done()
       if (inFlight >= limit) {
         sendError(reply, refusal)
         return
       }
       inFlight++
-      // 'close' fires exactly once per response, also when the client went away before the answer.
-      reply.raw.on('close', finished)
+      let released = false
+      const release = () => {
+        if (released) return
+        released = true
+        inFlight--
+      }
+      // The response's 'close' ends a request, also when its client left mid-answer. A pipelined request
+      // whose client left while its answer waited behind an earlier one never gets that 'close': its
+      // request stream closes as aborted instead.
+      reply.raw.once('close', release)
+      request.raw.once('close', () => { if (request.raw.aborted) release() })
       done()
     })
   }
@@ -49,7 +58,7 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
     await app.register(underPressure, {
       maxEventLoopDelay: options.maxEventLoopDelayMs,
       sampleInterval: 250,
-      pressureHandler: (request) => isLiveness(request.url) || performance.now() < judgedFrom
+      pressureHandler: (request) => isLiveness(request) || performance.now() < judgedFrom
         ? undefined
         : Promise.reject(overloaded())
     })
