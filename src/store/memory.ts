@@ -1,4 +1,4 @@
-import { samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+import { outcomeOfMeeting, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 /** Keeps plants in memory: for tests and throwaway runs (`DATABASE_URL=memory:`); nothing survives a restart. */
 export function openMemoryStore (): PlantStore {
@@ -29,9 +29,7 @@ export function openMemoryStore (): PlantStore {
         sortedIds.splice(positionAfter(plant.id), 0, plant.id)
         return { status: 'created', plant }
       }
-      return samePlant(existing, plant)
-        ? { status: 'replayed', plant: existing }
-        : { status: 'conflict', existing }
+      return outcomeOfMeeting(existing, plant)
     },
     async get (id) {
       return plants.get(id)

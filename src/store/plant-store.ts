@@ -52,6 +52,18 @@ export function samePlant (a: PlantRecord, b: PlantRecord): boolean {
   return a.id === b.id && a.name === b.name && a.tag === b.tag
 }
 
+/** What a create that met a stored plant with its id answers: a replay of the same plant, or a conflict. */
+export function outcomeOfMeeting (stored: PlantRecord, plant: PlantRecord): CreateOutcome {
+  return samePlant(stored, plant) ? { status: 'replayed', plant: stored } : { status: 'conflict', existing: stored }
+}
+
+/** A row of the `plants` table as the SQL adapters read it: a plant without a tag has NULL. */
+export interface PlantRow { readonly id: bigint, readonly name: string, readonly tag: string | null }
+
+export function recordOfRow (row: PlantRow): PlantRecord {
+  return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+}
+
 /** Thrown by adapters when the database cannot serve the request right now (busy, down, full); a 503. */
 export class StoreUnavailableError extends Error {
   constructor (message: string, options?: ErrorOptions) {

@@ -2,7 +2,9 @@ import pg from 'pg'
 import { GroupCommit, RUN_AGAIN, type CommitBatch, type WriteOperation } from './group-commit.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
-import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+import {
+  outcomeOfMeeting, recordOfRow, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantRow, type PlantStore
+} from './plant-store.js'
 
 export interface PostgresOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
@@ -14,8 +16,6 @@ export interface PostgresOptions {
   /** Server-side statement_timeout; the client gives up a second later if the server is silent. */
   readonly statementTimeoutMs: number
 }
-
-interface PlantRow { id: bigint, name: string, tag: string | null }
 
 const INT8_OID = 20
 /** Serializes schema changes of concurrently starting instances (an arbitrary, fixed key). */
@@ -133,13 +133,13 @@ export async function openPostgresStore (connectionString: string, options: Post
     },
     async get (id) {
       const { rows } = await query<PlantRow>({ ...SELECT_PLANT, values: [id.toString()] })
-      return rows[0] === undefined ? undefined : toRecord(rows[0])
+      return rows[0] === undefined ? undefined : recordOfRow(rows[0])
     },
     async list ({ after, limit }) {
       const { rows } = await query<PlantRow>(after === undefined
         ? { ...LIST_FIRST, values: [limit] }
         : { ...LIST_AFTER, values: [after.toString(), limit] })
-      return rows.map(toRecord)
+      return rows.map(recordOfRow)
     },
     delete (id) {
       return writes.submit({ kind: 'delete', id })
@@ -214,7 +214,7 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
     const met = plants.filter((plant) => !inserted.has(plant.id)).map((plant) => plant.id.toString())
     if (met.length > 0) {
       const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
-      for (const row of found.rows) stored.set(row.id, toRecord(row))
+      for (const row of found.rows) stored.set(row.id, recordOfRow(row))
     }
   }
   const deleted = new Set<bigint>()
@@ -236,12 +236,8 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
     // Met a row that a concurrent delete removed before it could be read: settle it in a later batch.
     if (existing === undefined) return RUN_AGAIN
     if (existing === plant) return { status: 'created', plant }
-    return samePlant(existing, plant) ? { status: 'replayed', plant: existing } : { status: 'conflict', existing }
+    return outcomeOfMeeting(existing, plant)
   })
-}
-
-function toRecord (row: PlantRow): PlantRecord {
-  return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
 }
 
 /** SQLSTATE classes that mean "not now": connection exceptions, insufficient resources, operator intervention. */

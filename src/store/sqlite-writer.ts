@@ -1,11 +1,12 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import type { WriteOperation } from './group-commit.js'
+import type { PlantRow } from './plant-store.js'
 
 /** What the writer thread reports for one write: a create stored, a create that met this row, or a delete. */
 export type WriteEffect =
   | { readonly inserted: true }
-  | { readonly inserted: false, readonly existing: { id: bigint, name: string, tag: string | null } | undefined }
+  | { readonly inserted: false, readonly existing: PlantRow | undefined }
   | { readonly deleted: boolean }
 
 export class SqliteWriteError extends Error {

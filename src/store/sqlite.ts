@@ -5,7 +5,9 @@ import { GroupCommit, type WriteOperation } from './group-commit.js'
 import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
-import { samePlant, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+import {
+  outcomeOfMeeting, recordOfRow, StoreUnavailableError, type CreateOutcome, type PlantRow, type PlantStore
+} from './plant-store.js'
 
 export interface SqliteOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
@@ -19,8 +21,6 @@ export interface SqliteOptions {
 
 const DEFAULT_BUSY_TIMEOUT_MS = 250
 const MAX_BATCH_SIZE = 256
-
-interface PlantRow { id: bigint, name: string, tag: string | null }
 
 /** Error codes that mean "not now" rather than "never": the request may succeed when retried. */
 const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
@@ -73,11 +73,11 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     },
     async get (id) {
       const row = unlessTransient(() => selectPlant.get(id))
-      return row === undefined ? undefined : toRecord(row)
+      return row === undefined ? undefined : recordOfRow(row)
     },
     async list ({ after, limit }) {
       const rows = unlessTransient(() => after === undefined ? listFirst.all(limit) : listAfter.all(after, limit))
-      return rows.map(toRecord)
+      return rows.map(recordOfRow)
     },
     delete (id) {
       return writes.submit({ kind: 'delete', id })
@@ -124,12 +124,7 @@ function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined):
   if (effect === undefined || !('inserted' in effect)) throw new Error('the SQLite writer answered out of step')
   if (effect.inserted) return { status: 'created', plant }
   if (effect.existing === undefined) throw new Error(`plant ${plant.id} met a row that is not there`)
-  const existing = toRecord(effect.existing)
-  return samePlant(existing, plant) ? { status: 'replayed', plant: existing } : { status: 'conflict', existing }
-}
-
-function toRecord (row: PlantRow): PlantRecord {
-  return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+  return outcomeOfMeeting(recordOfRow(effect.existing), plant)
 }
 
 function unlessTransient<T> (operation: () => T): T {
