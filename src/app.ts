@@ -84,9 +84,9 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   let closing = false
   app.addHook('preClose', async () => { closing = true })
-  app.addHook('onRequest', (_request, reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     if (closing) {
-      sendError(reply, shuttingDown())
+      sendError(reply, shuttingDown(request.id))
       return
     }
     done()

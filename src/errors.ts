@@ -93,13 +93,14 @@ export const storeUnavailable = (requestId: string) =>
     `storage is unavailable, retry later; request id ${requestId}`,
     { 'retry-after': RETRY_AFTER_SECONDS })
 
-export const overloaded = () =>
-  new PlantstoreError(503, 'the service is overloaded, retry later', { 'retry-after': RETRY_AFTER_SECONDS })
+export const overloaded = (requestId: string) =>
+  new PlantstoreError(503, `the service is overloaded, retry later; request id ${requestId}`,
+    { 'retry-after': RETRY_AFTER_SECONDS })
 
 export const tooManyRequests = (retryAfterSeconds: number) =>
   new PlantstoreError(429, `too many requests for this token, retry in ${retryAfterSeconds} s`,
     { 'retry-after': String(retryAfterSeconds) })
 
-export const shuttingDown = () =>
-  new PlantstoreError(503, 'the service is shutting down, retry later',
+export const shuttingDown = (requestId: string) =>
+  new PlantstoreError(503, `the service is shutting down, retry later; request id ${requestId}`,
     { 'retry-after': RETRY_AFTER_SECONDS, connection: 'close' })

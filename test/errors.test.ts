@@ -293,7 +293,7 @@ describe('The error envelope', () => {
       expect(finished.status).toBe(200)
       expect(finished.body).toEqual({ name: 'a' })
       expect(refused.status).toBe(503)
-      expect(refused.body).toEqual({ error: 503, message: 'the service is shutting down, retry later' })
+      expect(refused.body).toEqual({ error: 503, message: `the service is shutting down, retry later; request id ${refused.headers['x-request-id']}` })
       expect(refused.headers['retry-after']).toBe('1')
       expect(refused.headers.connection).toBe('close')
       expect(refused.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)

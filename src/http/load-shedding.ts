@@ -27,13 +27,11 @@ const isLiveness = (request: FastifyRequest) => request.routeOptions.url === '/h
 export const loadShedding = fp(async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions) {
   if (options.maxInFlightRequests > 0) {
     const limit = options.maxInFlightRequests
-    // Built once: shedding has to stay far cheaper than serving.
-    const refusal = overloaded()
     let inFlight = 0
     app.addHook('onRequest', (request, reply, done) => {
       if (isLiveness(request)) return done()
       if (inFlight >= limit) {
-        sendError(reply, refusal)
+        sendError(reply, overloaded(request.id))
         return
       }
       inFlight++
@@ -60,7 +58,7 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
       sampleInterval: 250,
       pressureHandler: (request) => isLiveness(request) || performance.now() < judgedFrom
         ? undefined
-        : Promise.reject(overloaded())
+        : Promise.reject(overloaded(request.id))
     })
   }
 }, { name: 'load-shedding' })

@@ -111,7 +111,7 @@ describe('Load shedding, in the envelope', () => {
     const live = await app.inject({ method: 'GET', url: '/healthz' })
 
     expect(shed.statusCode).toBe(503)
-    expect(shed.json()).toEqual({ error: 503, message: 'the service is overloaded, retry later' })
+    expect(shed.json()).toEqual({ error: 503, message: `the service is overloaded, retry later; request id ${shed.headers['x-request-id']}` })
     expect(shed.headers['retry-after']).toBe('1')
     expect(live.statusCode).toBe(200)
   })
@@ -144,7 +144,7 @@ describe('Load shedding on requests in flight', () => {
 
     expect(shed.status).toBe(503)
     expect(shed.headers.get('retry-after')).toBe('1')
-    expect(shedBody).toEqual({ error: 503, message: 'the service is overloaded, retry later' })
+    expect(shedBody).toEqual({ error: 503, message: `the service is overloaded, retry later; request id ${shed.headers.get('x-request-id')}` })
     expect(live.status).toBe(200)
     expect(liveWithQuery.status).toBe(200)
     expect(admitted.status).toBe(200)
