@@ -21,7 +21,10 @@ describe('Authentication of /plants', () => {
     ])('then %s is a 401 with a challenge and no error code', async (_case, headers) => {
       const app = await buildTestApp()
 
-      const response = await postPlant(app, { id: 1, name: 'Fern' }, { authorization: '', ...headers })
+      // Sent as given: the helper's default token must not stand in for "no header at all".
+      const response = await app.inject({
+        method: 'POST', url: '/plants', headers: { 'content-type': 'application/json', ...headers }, payload: '{"id":1,"name":"Fern"}'
+      })
 
       expectError(response, 401, NO_CREDENTIALS)
       expect(response.headers['www-authenticate']).toBe(CHALLENGE)
@@ -102,6 +105,7 @@ describe('Authentication of /plants', () => {
       const response = await app.inject({ method: 'POST', url: '/plants', headers, payload })
 
       expectError(response, 401, NO_CREDENTIALS)
+      expect(response.headers['www-authenticate']).toBe(CHALLENGE)
     })
 
     it('then an unsupported method on /plants gets a 401, not a 405', async () => {

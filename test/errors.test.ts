@@ -155,6 +155,31 @@ describe('The error envelope', () => {
       expect(response.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/)
       expectError(response, 404, 'no route GET /nowhere')
     })
+
+    it.each([
+      ['a created plant', 'POST', '/plants', 200],
+      ['a plant read', 'GET', '/plants/7', 200],
+      ['a page', 'GET', '/plants?limit=1', 200],
+      ['a delete', 'DELETE', '/plants/7', 204],
+      ['a missing plant', 'GET', '/plants/8', 404],
+      ['a 405', 'PATCH', '/plants/7', 405],
+      ['liveness', 'GET', '/healthz', 200],
+      ['readiness', 'GET', '/readyz', 200],
+      ['the OpenAPI document', 'GET', '/openapi.json', 200]
+    ])('is on every reply, %s included', async (_case, method, url, status) => {
+      const app = await buildTestApp()
+      await postPlant(app, { id: 7, name: 'Fern' })
+
+      const response = await app.inject({
+        method: method as 'GET',
+        url,
+        headers: { ...bearer(), 'x-request-id': `every-reply-${status}` },
+        ...(method === 'POST' ? { payload: { id: 9, name: 'Ivy' } } : {})
+      })
+
+      expect(response.statusCode).toBe(status)
+      expect(response.headers['x-request-id']).toBe(`every-reply-${status}`)
+    })
   })
 
   describe('from storage', () => {
