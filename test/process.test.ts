@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -66,6 +67,30 @@ describe('The built server as a child process, over real HTTP', () => {
     expect(replay).toMatchObject({ status: 200, body: { name: 'Fern' } })
     expect(wrong.status).toBe(401)
     expect(second.stderr()).not.toContain('generated this access token')
+  })
+
+  it('accepts a token given as a sha256: digest, and refuses the generated token once PLANTSTORE_TOKENS is set', async () => {
+    const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'revoked.db')}` }
+    const first = await startServer(env)
+    await expect.poll(() => first.stderr()).toContain('curl')
+    const generated = /^ {2}([A-Za-z0-9_-]{43})$/m.exec(first.stderr())?.[1] ?? ''
+    const beforeRevocation = await post(first.baseUrl, { id: 1, name: 'Fern' }, generated)
+    process.kill(first.child.pid as number, 'SIGTERM')
+    expect(await first.exited).toBe(0)
+    const digest = createHash('sha256').update('digest-configured-token').digest('hex')
+
+    const second = await startServer({ ...env, PLANTSTORE_TOKENS: `sha256:${digest}` })
+    const byDigest = await post(second.baseUrl, { id: 2, name: 'Ivy' }, 'digest-configured-token')
+    const revoked = await post(second.baseUrl, { id: 3, name: 'Moss' }, generated)
+
+    expect(generated).toHaveLength(43)
+    expect(beforeRevocation.status).toBe(200)
+    expect(byDigest).toMatchObject({ status: 200, body: { name: 'Ivy' } })
+    expect(revoked).toMatchObject({
+      status: 401,
+      body: { error: 401, message: 'the bearer token is missing, malformed or not accepted' }
+    })
+    expect(revoked.headers.get('www-authenticate')).toBe('Bearer realm="plantstore", error="invalid_token"')
   })
 
   it('stops gracefully on SIGTERM and SIGINT with exit code 0 and no error logged', async () => {
