@@ -13,14 +13,27 @@ import { isB64Token, type AccessTokens } from './tokens.js'
  * the scheme is told apart here to pick the RFC 6750 challenge: none for "no Bearer credentials at
  * all", `error="invalid_token"` for a Bearer credential that is missing, malformed or unknown.
  */
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Which accepted token authenticated the request (see `AccessTokens.identify`); -1 before that. */
+    accessTokenIdentity: number
+  }
+}
+
 export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, options: { accessTokens: AccessTokens }) {
   const { accessTokens } = options
+  app.decorateRequest('accessTokenIdentity', -1)
   await app.register(bearerAuthPlugin, {
     keys: [],
     addHook: false,
     specCompliance: 'rfc6749',
     verifyErrorLogLevel: 'debug',
-    auth: (token: string) => isB64Token(token) && accessTokens.accepts(token)
+    auth: (token: string, request: FastifyRequest) => {
+      const identity = isB64Token(token) ? accessTokens.identify(token) : undefined
+      if (identity === undefined) return false
+      request.accessTokenIdentity = identity
+      return true
+    }
   })
 
   const verifyBearerAuth = app.verifyBearerAuth

@@ -49,12 +49,13 @@ export function parseTokenList (text: string): Buffer[] {
  *
  * A token that passed is remembered, so the clients' next requests skip the digest (the costliest step
  * of authentication). Only accepted tokens enter, so the memo holds at most one entry per accepted
- * digest. A wrong token never matches it: a `Set` compares the contents of two strings only when their
+ * digest. A wrong token never matches it: a `Map` compares the contents of two strings only when their
  * hashes, seeded at random per process, are equal, so a wrong guess learns nothing from its timing.
  */
 export class AccessTokens {
   private readonly digests: readonly Buffer[]
-  private readonly verified = new Set<string>()
+  /** Accepted tokens, each with the position of its digest. */
+  private readonly verified = new Map<string, number>()
 
   constructor (digests: readonly Buffer[]) {
     if (digests.length === 0) throw new Error('at least one access token is needed')
@@ -62,14 +63,23 @@ export class AccessTokens {
   }
 
   accepts (token: string): boolean {
-    if (this.verified.has(token)) return true
+    return this.identify(token) !== undefined
+  }
+
+  /**
+   * Which accepted token this is, as the position of its digest (a name for it that is neither the
+   * token nor its digest), or undefined when it is not accepted.
+   */
+  identify (token: string): number | undefined {
+    const known = this.verified.get(token)
+    if (known !== undefined) return known
     const presented = digestToken(token)
-    let accepted = false
-    for (const digest of this.digests) {
-      if (timingSafeEqual(digest, presented)) accepted = true
-    }
-    if (accepted && this.verified.size < this.digests.length) this.verified.add(token)
-    return accepted
+    let match: number | undefined
+    this.digests.forEach((digest, index) => {
+      if (timingSafeEqual(digest, presented) && match === undefined) match = index
+    })
+    if (match !== undefined && this.verified.size < this.digests.length) this.verified.set(token, match)
+    return match
   }
 }
 
