@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { backends, buildTestApp, expectError, expectNothingStored, postPlant } from './helper.js'
+import { backends, bearer, buildTestApp, expectError, expectNothingStored, postPlant } from './helper.js'
 
 const ID_RULE = 'id must be an integer from -9223372036854775808 to 9223372036854775807'
 
@@ -121,9 +121,11 @@ describe.each(backends)('NewPlant field rules on $name', (backend) => {
 
       const created = await post(app, decomposed)
       const composed = await post(app, ' Caf\u00e9 FERN ')
+      const stored = await app.inject({ method: 'GET', url: `/plants/${base.id}`, headers: bearer() })
 
       expect(created.json()[field]).toBe(decomposed)
       expect(composed.statusCode).toBe(409)
+      expect(stored.json()[field]).toBe(decomposed)
     })
 
     if (minLength === 1) {

@@ -46,6 +46,8 @@ describe.each(backends)('POST /plants on $name', (backend) => {
       expect(first.body).toBe('{"name":"Fern"}')
       expect(retryWithOtherExtras.statusCode).toBe(200)
       expect(retryWithOtherExtras.body).toBe('{"name":"Fern"}')
+      const stored = await app.inject({ method: 'GET', url: '/plants/13', headers: bearer() })
+      expect(stored.body).toBe('{"id":13,"name":"Fern"}')
     })
 
     it('then a negative id gets its own Location', async () => {

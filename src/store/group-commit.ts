@@ -19,7 +19,7 @@ export interface GroupCommitOptions {
   /** The most operations one transaction takes. */
   readonly maxBatchSize: number
   /** Called after each committed batch with its size: for tests and metrics. */
-  readonly onBatchCommitted?: (size: number) => void
+  readonly onBatchCommitted?: ((size: number) => void) | undefined
 }
 
 interface Pending {

@@ -114,7 +114,7 @@ export async function openPostgresStore (connectionString: string, options: Post
   }
   const writes = new GroupCommit(commitBatch, {
     maxBatchSize: MAX_BATCH_SIZE,
-    ...(options.onBatchCommitted === undefined ? {} : { onBatchCommitted: options.onBatchCommitted })
+    onBatchCommitted: options.onBatchCommitted
   })
 
   try {

@@ -59,7 +59,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     return operations.map((operation, index) => outcomeOf(operation, effects[index]))
   }
   const writes = new GroupCommit(commitBatch,
-    { maxBatchSize: MAX_BATCH_SIZE, ...(options.onBatchCommitted === undefined ? {} : { onBatchCommitted: options.onBatchCommitted }) })
+    { maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted: options.onBatchCommitted })
 
   const ensureTokenDigest = db.transaction((digest: Buffer): Buffer => {
     insertTokenDigest.run(digest, new Date().toISOString())
