@@ -137,10 +137,10 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
       expect((await get(app, `/plants/${neighbour}`)).statusCode).toBe(200)
     })
 
-    it('refuses a malformed id with a 400', async () => {
+    it.each(['12abc', '1.5', '+5', '007', '-0', '9223372036854775808'])('refuses the malformed id %s with a 400', async (id) => {
       const app = await build()
 
-      expectError(await remove(app, '/plants/12abc'), 400, ID_PARAMETER_RULE)
+      expectError(await remove(app, `/plants/${id}`), 400, ID_PARAMETER_RULE)
     })
   })
 
@@ -236,7 +236,12 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
       ['after=abc', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
       ['after=1e2', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
       ['after=', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
-      ['after=9223372036854775808', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`]
+      ['after=9223372036854775808', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
+      ['after=-9223372036854775809', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
+      ['after=+5', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
+      ['after=007', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
+      ['after=1.5', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
+      ['after=-0', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`]
     ])('refuses %s with a 400 naming the parameter', async (query, message) => {
       const app = await build()
 
