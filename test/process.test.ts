@@ -13,6 +13,13 @@ async function post (baseUrl: string, body: unknown, token = TOKEN) {
   return { status: response.status, headers: response.headers, body: await response.json() as unknown }
 }
 
+/** Starts a server without PLANTSTORE_TOKENS and reads the token it generated and printed. */
+async function startWithGeneratedToken (env: Record<string, string>) {
+  const server = await startServer(env)
+  await expect.poll(() => server.stderr()).toContain('curl')
+  return { server, token: /^ {2}([A-Za-z0-9_-]{43})$/m.exec(server.stderr())?.[1] ?? '' }
+}
+
 describe('The built server as a child process, over real HTTP', () => {
   it('serves POST /plants with the exact body and headers', async () => {
     const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'p.db')}`, PLANTSTORE_TOKENS: TOKEN })
@@ -49,9 +56,7 @@ describe('The built server as a child process, over real HTTP', () => {
 
   it('generates a token on the first start, prints it once with a curl line, and accepts it after a restart', async () => {
     const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'generated.db')}` }
-    const first = await startServer(env)
-    await expect.poll(() => first.stderr()).toContain('curl')
-    const token = /^ {2}([A-Za-z0-9_-]{43})$/m.exec(first.stderr())?.[1] ?? ''
+    const { server: first, token } = await startWithGeneratedToken(env)
 
     const created = await post(first.baseUrl, { id: 1, name: 'Fern' }, token)
     process.kill(first.child.pid as number, 'SIGTERM')
@@ -71,9 +76,7 @@ describe('The built server as a child process, over real HTTP', () => {
 
   it('accepts a token given as a sha256: digest, and refuses the generated token once PLANTSTORE_TOKENS is set', async () => {
     const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'revoked.db')}` }
-    const first = await startServer(env)
-    await expect.poll(() => first.stderr()).toContain('curl')
-    const generated = /^ {2}([A-Za-z0-9_-]{43})$/m.exec(first.stderr())?.[1] ?? ''
+    const { server: first, token: generated } = await startWithGeneratedToken(env)
     const beforeRevocation = await post(first.baseUrl, { id: 1, name: 'Fern' }, generated)
     process.kill(first.child.pid as number, 'SIGTERM')
     expect(await first.exited).toBe(0)
