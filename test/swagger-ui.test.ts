@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { chromium, type Page } from 'playwright-core'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { findChromium, HEADLESS_CHROMIUM_ARGS } from './chromium.js'
 import { temporaryFolder } from './helper.js'
 import { startServer } from './server-process.js'
 
-const CHROMIUM = '/usr/bin/chromium'
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url)
 const TOKEN = 'swagger-ui-test-token'
 
@@ -24,12 +24,11 @@ async function tryOperation (page: Page, operationId: string, fill: (operation: 
 
 describe('Swagger UI in a real browser', () => {
   it('lets a user authorize, create a plant with "Try it out" and read it back', { timeout: 60_000 }, async () => {
-    expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`).toBe(true)
+    const chromiumBuild = await findChromium()
     const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'ui.db')}`, PLANTSTORE_TOKENS: TOKEN })
     const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-        '--disable-sync', '--no-first-run', '--disable-quic']
+      executablePath: chromiumBuild.executablePath,
+      args: HEADLESS_CHROMIUM_ARGS
     })
     onTestFinished(() => browser.close())
     const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } })
