@@ -1,9 +1,10 @@
+import { existsSync, readFileSync } from 'node:fs'
 import { parseTokenList } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
 
 /**
  * Configuration comes from environment variables only, and this is the only module that reads them.
- * Every variable is validated at start-up; a bad one stops the start with one line naming it.
+ * Every variable is validated at start-up; each bad one is reported on a line naming it, all at once.
  */
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
@@ -40,31 +41,84 @@ export class ConfigError extends Error {
   }
 }
 
+/** Every bad variable of one start, so an operator fixes them all in one go. */
+export class InvalidConfigError extends AggregateError {
+  declare readonly errors: ConfigError[]
+
+  constructor (errors: ConfigError[]) {
+    super(errors, errors.map((error) => error.message).join('; '))
+    this.name = 'InvalidConfigError'
+  }
+}
+
 type Env = Readonly<Record<string, string | undefined>>
 
+/**
+ * Loads `file` (default `.env` in the working directory) into `process.env` when it exists, with Node's
+ * own parser. A variable already in the environment wins over the file, as with `node --env-file`.
+ */
+export function loadDotEnvFile (file = '.env'): boolean {
+  if (!existsSync(file)) return false
+  process.loadEnvFile(file)
+  return true
+}
+
 export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout.isTTY === true): Config {
-  return Object.freeze({
-    port: integerVariable(env, 'PORT', 3000, 0, 65535),
-    host: hostVariable(env),
-    databaseUrl: databaseUrlVariable(env),
+  const errors: ConfigError[] = []
+  const read = <T>(variable: () => T, fallback: T): T => {
+    try {
+      return variable()
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      errors.push(error)
+      return fallback
+    }
+  }
+  const config: Config = Object.freeze({
+    port: read(() => integerVariable(env, 'PORT', 3000, 0, 65535), 0),
+    host: read(() => hostVariable(env), ''),
+    databaseUrl: read(() => databaseUrlVariable(env), ''),
     database: Object.freeze({
-      poolSize: integerVariable(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
-      connectTimeoutMs: integerVariable(env, 'DATABASE_CONNECT_TIMEOUT_MS', 2000, 100, 600_000),
-      statementTimeoutMs: integerVariable(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000)
+      poolSize: read(() => integerVariable(env, 'DATABASE_POOL_SIZE', 10, 1, 1000), 0),
+      connectTimeoutMs: read(() => integerVariable(env, 'DATABASE_CONNECT_TIMEOUT_MS', 2000, 100, 600_000), 0),
+      statementTimeoutMs: read(() => integerVariable(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000), 0)
     }),
-    tokenDigests: Object.freeze(tokensVariable(env)),
-    logLevel: logLevelVariable(env),
-    bodyLimit: integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024),
-    rateLimitPerMinute: integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000),
-    maxEventLoopDelayMs: integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000),
-    maxInFlightRequests: integerVariable(env, 'SHED_IN_FLIGHT_REQUESTS', 512, 0, 1_000_000),
+    tokenDigests: Object.freeze(read(() => tokensVariable(env), [])),
+    logLevel: read(() => logLevelVariable(env), 'info'),
+    bodyLimit: read(() => integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024), 0),
+    rateLimitPerMinute: read(() => integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000), 0),
+    maxEventLoopDelayMs: read(() => integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000), 0),
+    maxInFlightRequests: read(() => integerVariable(env, 'SHED_IN_FLIGHT_REQUESTS', 512, 0, 1_000_000), 0),
     prettyLogs: stdoutIsTty
   })
+  if (errors.length > 0) throw new InvalidConfigError(errors)
+  return config
 }
 
 function valueOf (env: Env, name: string): string | undefined {
   const value = env[name]
   return value === undefined || value === '' ? undefined : value
+}
+
+/**
+ * A secret's value from `name`, or from the file `name_FILE` names (as Docker and Kubernetes secrets
+ * provide them), never both. Whitespace around a file's contents (its final newline) is not part of it.
+ */
+function secretOf (env: Env, name: string): string | undefined {
+  const fileVariable = `${name}_FILE`
+  const file = valueOf(env, fileVariable)
+  if (file === undefined) return valueOf(env, name)
+  if (valueOf(env, name) !== undefined) throw new ConfigError(fileVariable, `and ${name} are both set; set only one`)
+  let text
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? 'unreadable'
+    throw new ConfigError(fileVariable, `names ${JSON.stringify(file)}, which cannot be read (${reason})`)
+  }
+  const value = text.trim()
+  if (value === '') throw new ConfigError(fileVariable, `names ${JSON.stringify(file)}, which is empty`)
+  return value
 }
 
 function integerVariable (env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -86,20 +140,26 @@ function hostVariable (env: Env): string {
 }
 
 function databaseUrlVariable (env: Env): string {
-  const url = valueOf(env, 'DATABASE_URL') ?? 'sqlite:./data/plantstore.db'
+  const url = secretOf(env, 'DATABASE_URL') ?? 'sqlite:./data/plantstore.db'
   if (url === 'memory:' || (url.startsWith('sqlite:') && url.length > 'sqlite:'.length)) return url
   if (isPostgresUrl(url) && URL.canParse(url)) return url
   // The value is not echoed: a connection URL may carry a password.
-  throw new ConfigError('DATABASE_URL', 'must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"')
+  const variable = valueOf(env, 'DATABASE_URL_FILE') === undefined ? 'DATABASE_URL' : 'DATABASE_URL (read from DATABASE_URL_FILE)'
+  throw new ConfigError(variable, 'must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"')
 }
 
+/** `PLANTSTORE_TOKENS`, or `PLANTSTORE_TOKENS_FILE` with one entry per line or comma-separated and `#` comment lines. */
 function tokensVariable (env: Env): Buffer[] {
-  const text = valueOf(env, 'PLANTSTORE_TOKENS')
+  const text = secretOf(env, 'PLANTSTORE_TOKENS')
   if (text === undefined) return []
+  const fromFile = valueOf(env, 'PLANTSTORE_TOKENS_FILE') !== undefined
+  const entries = fromFile
+    ? text.split('\n').filter((line) => !line.trimStart().startsWith('#')).join(',')
+    : text
   try {
-    return parseTokenList(text)
+    return parseTokenList(entries)
   } catch (error) {
-    throw new ConfigError('PLANTSTORE_TOKENS', (error as Error).message)
+    throw new ConfigError(fromFile ? 'PLANTSTORE_TOKENS_FILE' : 'PLANTSTORE_TOKENS', (error as Error).message)
   }
 }
 

@@ -2,14 +2,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { resolveAccessTokens } from './auth/tokens.js'
-import { ConfigError, loadConfig } from './config.js'
-import { StoreUnavailableError } from './store/plant-store.js'
+import { InvalidConfigError, loadConfig, loadDotEnvFile } from './config.js'
+import { StoreOpenError, StoreUnavailableError } from './store/plant-store.js'
 import { openStore } from './store/open-store.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
 const SHUTDOWN_DEADLINE_MS = 8_000
 
 async function main (): Promise<void> {
+  loadDotEnvFile()
   const config = loadConfig()
   const store = await openStore(config.databaseUrl, config.database)
   const { accessTokens, generatedToken } = await untilStoreAnswers(() => resolveAccessTokens(config.tokenDigests, store))
@@ -67,8 +68,14 @@ function announceGeneratedToken (token: string, address: string): void {
   ].join('\n'))
 }
 
+/** One line per problem, each naming what to fix. */
+function reasonsNotToStart (error: unknown): string[] {
+  if (error instanceof InvalidConfigError) return error.errors.map((problem) => `configuration error: ${problem.message}`)
+  if (error instanceof StoreOpenError) return [error.message]
+  return [String(error)]
+}
+
 main().catch((error: unknown) => {
-  const reason = error instanceof ConfigError ? `configuration error: ${error.message}` : String(error)
-  process.stderr.write(`plantstore could not start: ${reason}\n`)
+  process.stderr.write(reasonsNotToStart(error).map((reason) => `plantstore could not start: ${reason}\n`).join(''))
   process.exit(1)
 })

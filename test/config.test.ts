@@ -1,6 +1,9 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../src/auth/tokens.js'
-import { ConfigError, loadConfig } from '../src/config.js'
+import { ConfigError, InvalidConfigError, loadConfig } from '../src/config.js'
+import { temporaryFolder } from './helper.js'
 
 const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
 
@@ -74,17 +77,78 @@ describe('Configuration from the environment', () => {
     ['DATABASE_STATEMENT_TIMEOUT_MS', '10', 'DATABASE_STATEMENT_TIMEOUT_MS must be a whole number from 100 to 600000, got "10"'],
     ['PLANTSTORE_TOKENS', 'good,secret value', 'PLANTSTORE_TOKENS entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)']
   ])('stops on a bad %s=%j with one line naming it', (variable, value, message) => {
-    let thrown: unknown
-    try {
-      loadConfig({ [variable]: value }, false)
-    } catch (error) {
-      thrown = error
-    }
+    const [problem] = problemsOf({ [variable]: value })
 
-    expect(thrown).toBeInstanceOf(ConfigError)
-    expect((thrown as ConfigError).variable).toBe(variable)
-    expect((thrown as ConfigError).message).toBe(message)
-    expect((thrown as ConfigError).message).not.toContain('\n')
-    expect((thrown as ConfigError).message).not.toContain('secret')
+    expect(problem).toBeInstanceOf(ConfigError)
+    expect(problem?.variable).toBe(variable)
+    expect(problem?.message).toBe(message)
+    expect(problem?.message).not.toContain('\n')
+    expect(problem?.message).not.toContain('secret')
+  })
+
+  it('reports every bad variable of a start at once, in a line each', () => {
+    const problems = problemsOf({ PORT: 'abc', LOG_LEVEL: 'loud', PLANTSTORE_TOKENS: 'bad token', DATABASE_POOL_SIZE: '5' })
+
+    expect(problems.map((problem) => problem.message)).toEqual([
+      'PORT must be a whole number from 0 to 65535, got "abc"',
+      'PLANTSTORE_TOKENS entry 1 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)',
+      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'
+    ])
   })
 })
+
+describe('Secrets from files (the _FILE variants Docker and Kubernetes secrets provide)', () => {
+  function secretFile (contents: string): string {
+    const file = join(temporaryFolder(), 'secret')
+    writeFileSync(file, contents)
+    return file
+  }
+
+  it('reads DATABASE_URL_FILE, without the final newline', () => {
+    const file = secretFile('postgres://plantstore:pw@db.internal:5432/plants\n')
+
+    expect(loadConfig({ DATABASE_URL_FILE: file }, false).databaseUrl).toBe('postgres://plantstore:pw@db.internal:5432/plants')
+  })
+
+  it('reads PLANTSTORE_TOKENS_FILE with one entry per line, comma-separated entries and # comment lines', () => {
+    const digest = digestToken('third').toString('hex')
+    const file = secretFile(`# CI and the dashboard\nfirst\n  second , sha256:${digest}\n\n`)
+
+    expect(loadConfig({ PLANTSTORE_TOKENS_FILE: file }, false).tokenDigests)
+      .toEqual([digestToken('first'), digestToken('second'), digestToken('third')])
+  })
+
+  it.each([
+    [{ PLANTSTORE_TOKENS: 'abc', PLANTSTORE_TOKENS_FILE: '/run/secrets/tokens' },
+      'PLANTSTORE_TOKENS_FILE and PLANTSTORE_TOKENS are both set; set only one'],
+    [{ DATABASE_URL: 'memory:', DATABASE_URL_FILE: '/run/secrets/url' },
+      'DATABASE_URL_FILE and DATABASE_URL are both set; set only one'],
+    [{ DATABASE_URL_FILE: '/nonexistent/url' }, 'DATABASE_URL_FILE names "/nonexistent/url", which cannot be read (ENOENT)'],
+    [{ PLANTSTORE_TOKENS_FILE: '/nonexistent/tokens' }, 'PLANTSTORE_TOKENS_FILE names "/nonexistent/tokens", which cannot be read (ENOENT)']
+  ])('stops on %j', (env, message) => {
+    expect(problemsOf(env).map((problem) => problem.message)).toEqual([message])
+  })
+
+  it('names the file variable, not the secret, when a file holds a bad value', () => {
+    const tokens = secretFile('good\nsecret value\n')
+    const url = secretFile('mysql://user:secret@db/plants\n')
+    const empty = secretFile('\n')
+
+    expect(problemsOf({ PLANTSTORE_TOKENS_FILE: tokens, DATABASE_URL_FILE: url }).map((problem) => problem.message)).toEqual([
+      `DATABASE_URL (read from DATABASE_URL_FILE) ${DATABASE_URL_RULE.slice('DATABASE_URL '.length)}`,
+      'PLANTSTORE_TOKENS_FILE entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)'
+    ])
+    expect(problemsOf({ DATABASE_URL_FILE: empty }).map((problem) => problem.message))
+      .toEqual([`DATABASE_URL_FILE names ${JSON.stringify(empty)}, which is empty`])
+  })
+})
+
+function problemsOf (env: Record<string, string>): readonly ConfigError[] {
+  try {
+    loadConfig(env, false)
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidConfigError)
+    return (error as InvalidConfigError).errors
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`)
+}

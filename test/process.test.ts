@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from './helper.js'
+import { CAPTURED_LOG_LEVEL } from './log-capture.js'
 import { spawnServer, startServer } from './server-process.js'
 
 const TOKEN = 'process-test-token'
@@ -140,5 +141,50 @@ describe('The built server as a child process, over real HTTP', () => {
 
     expect(await server.exited).toBe(1)
     expect(server.stderr()).toBe(`plantstore could not start: configuration error: ${message}\n`)
+  })
+
+  it('reports every bad variable of a start, a line each, and exits 1', async () => {
+    const server = spawnServer({ PORT: 'not-a-port', LOG_LEVEL: 'chatty', DATABASE_URL: 'mysql://db/plants' })
+
+    expect(await server.exited).toBe(1)
+    expect(server.stderr()).toBe([
+      'plantstore could not start: configuration error: PORT must be a whole number from 0 to 65535, got "not-a-port"',
+      'plantstore could not start: configuration error: DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"',
+      'plantstore could not start: configuration error: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "chatty"',
+      ''
+    ].join('\n'))
+  })
+
+  it('refuses to start with one clear line when the SQLite folder cannot be made or written', async () => {
+    const notAFolder = join(temporaryFolder(), 'data')
+    writeFileSync(notAFolder, '')
+    const server = spawnServer({ DATABASE_URL: `sqlite:${notAFolder}/plantstore.db`, PLANTSTORE_TOKENS: TOKEN })
+
+    expect(await server.exited).toBe(1)
+    expect(server.stderr()).toMatch(new RegExp(`^plantstore could not start: DATABASE_URL: cannot use the SQLite database ${notAFolder}/plantstore\\.db: ` +
+      `the folder ${notAFolder} cannot be created or written by this process \\(uid \\d+; EEXIST\\)\n$`))
+  })
+
+  it('reads a .env file in its working directory, where the environment wins, and secrets from _FILE variables', async () => {
+    const folder = temporaryFolder()
+    writeFileSync(join(folder, 'tokens'), '# the dashboard\ndotenv-file-token\n')
+    writeFileSync(join(folder, '.env'), [
+      'PLANTSTORE_TOKENS_FILE=tokens',
+      'DATABASE_URL_FILE=database-url',
+      'PORT=not-a-port-but-overridden',
+      'LOG_LEVEL=warn',
+      ''
+    ].join('\n'))
+    writeFileSync(join(folder, 'database-url'), `sqlite:${join(folder, 'dotenv.db')}\n`)
+    const server = await startServer({ PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info' }, { cwd: folder })
+
+    const created = await post(server.baseUrl, { id: 7, name: 'Dotenv fern' }, 'dotenv-file-token')
+    const refused = await post(server.baseUrl, { id: 8, name: 'Stranger' })
+
+    expect(created).toMatchObject({ status: 200, body: { name: 'Dotenv fern' } })
+    expect(refused.status).toBe(401)
+    expect(existsSync(join(folder, 'dotenv.db'))).toBe(true)
+    // The environment's LOG_LEVEL won over the file's warn: request lines are written (within a second).
+    await expect.poll(() => server.stdout(), { timeout: 3000 }).toContain('"msg":"request completed"')
   })
 })

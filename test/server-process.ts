@@ -17,8 +17,9 @@ export interface ServerProcess {
  * Spawns the built server (dist/server.js) on a free port of 127.0.0.1 with only the given environment
  * (plus PATH). The process is killed by its PID when the test ends, if it still runs.
  */
-export function spawnServer (env: Record<string, string>): ServerProcess {
+export function spawnServer (env: Record<string, string>, options: { cwd?: string } = {}): ServerProcess {
   const child = spawn(process.execPath, [SERVER_ENTRY], {
+    cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
@@ -40,8 +41,8 @@ export function spawnServer (env: Record<string, string>): ServerProcess {
 }
 
 /** Spawns the built server and resolves once it listens, with its base URL. */
-export async function startServer (env: Record<string, string>): Promise<ServerProcess & { baseUrl: string }> {
-  const server = spawnServer(env)
+export async function startServer (env: Record<string, string>, options: { cwd?: string } = {}): Promise<ServerProcess & { baseUrl: string }> {
+  const server = spawnServer(env, options)
   const baseUrl = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not listen within 15 s:\n${server.stdout()}\n${server.stderr()}`)), 15_000)
     server.child.stdout?.on('data', () => {

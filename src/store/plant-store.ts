@@ -71,3 +71,11 @@ export class StoreUnavailableError extends Error {
     this.name = 'StoreUnavailableError'
   }
 }
+
+/** The store named by `DATABASE_URL` cannot be opened at all (not "not now"): the start stops with this message. */
+export class StoreOpenError extends Error {
+  constructor (message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'StoreOpenError'
+  }
+}

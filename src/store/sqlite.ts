@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs'
+import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { SqliteError } from 'better-sqlite3'
 import { GroupCommit, type WriteOperation } from './group-commit.js'
@@ -6,7 +6,7 @@ import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-write
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
 import {
-  outcomeOfMeeting, recordOfRow, StoreUnavailableError, type CreateOutcome, type PlantRow, type PlantStore
+  outcomeOfMeeting, recordOfRow, StoreOpenError, StoreUnavailableError, type CreateOutcome, type PlantRow, type PlantStore
 } from './plant-store.js'
 
 export interface SqliteOptions {
@@ -102,8 +102,13 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
 
 /** Opens (creating it and its folder if needed) and migrates the database file, with the durability settings. */
 export function openSqliteDatabase (file: string, options: SqliteOptions = {}): Database.Database {
-  mkdirSync(dirname(file), { recursive: true })
-  const db = new Database(file)
+  assertWritableFolder(file)
+  let db
+  try {
+    db = new Database(file)
+  } catch (error) {
+    throw new StoreOpenError(`DATABASE_URL: cannot open the SQLite database ${file}: ${(error as Error).message}`, { cause: error })
+  }
   try {
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = FULL')
@@ -114,6 +119,23 @@ export function openSqliteDatabase (file: string, options: SqliteOptions = {}): 
   } catch (error) {
     db.close()
     throw error
+  }
+}
+
+/**
+ * SQLite in WAL mode creates files next to the database, so its folder must be writable: say so plainly
+ * instead of SQLite's "unable to open database file" (a container started without a writable /data).
+ */
+function assertWritableFolder (file: string): void {
+  const folder = dirname(file)
+  const problem = (error: unknown) => new StoreOpenError(
+    `DATABASE_URL: cannot use the SQLite database ${file}: the folder ${folder} cannot be created or written by this process ` +
+    `(uid ${process.getuid?.() ?? 'unknown'}; ${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error })
+  try {
+    mkdirSync(folder, { recursive: true })
+    accessSync(folder, constants.W_OK | constants.X_OK)
+  } catch (error) {
+    throw problem(error)
   }
 }
 
