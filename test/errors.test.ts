@@ -287,7 +287,13 @@ describe('The error envelope', () => {
   })
 
   describe('while shutting down', () => {
-    it('finishes the request in flight and answers a request that arrives meanwhile with a 503 Error', async () => {
+    // Node 26's server.close() counts a connection whose request has not fully arrived as idle and closes
+    // it; earlier versions let the request arrive, and the service answers it with a 503.
+    const closesHalfSentRequests = Number(process.versions.node.split('.')[0]) >= 26
+
+    it(closesHalfSentRequests
+      ? 'finishes the request in flight and closes, unanswered, a connection still sending its request'
+      : 'finishes the request in flight and answers a request that arrives meanwhile with a 503 Error', async () => {
       let openGate = () => {}
       const gate = new Promise<void>((resolve) => { openGate = resolve })
       const memory = openMemoryStore()
@@ -301,15 +307,24 @@ describe('The error envelope', () => {
         `Content-Length: ${body.length}\r\n\r\n${body}`
       const inFlight = rawExchange(app, post)
       const late = openSocket(app)
+      let lateBytes = ''
+      late.on('data', (chunk) => { lateBytes += chunk.toString() })
+      late.on('error', () => {})
       late.write('GET /healthz HTTP/1.1\r\n')
       await inCreate
 
       const closed = app.close()
       await expect.poll(() => app.server.listening).toBe(false)
-      let lateAnswered = false
-      late.once('data', () => { lateAnswered = true })
+      if (closesHalfSentRequests) {
+        await expect.poll(() => late.destroyed).toBe(true)
+        openGate()
+        expect(parseRawResponse(await inFlight)).toMatchObject({ status: 200, body: { name: 'a' } })
+        await closed
+        expect(lateBytes).toBe('')
+        return
+      }
       const lateAnswer = exchangeOn(late, 'Host: x\r\n\r\n')
-      await expect.poll(() => lateAnswered).toBe(true)
+      await expect.poll(() => lateBytes).not.toBe('')
       openGate()
 
       const finished = parseRawResponse(await inFlight)
