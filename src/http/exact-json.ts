@@ -2,8 +2,9 @@ import secureJson from 'secure-json-parse'
 
 /**
  * JSON.parse, except that no integer loses digits: a number whose exact value is an integer outside
- * ±(2^53 − 1) becomes a `bigint`. Objects follow JSON.parse semantics (the last repeated key wins) and
- * Fastify's prototype-poisoning rules (`__proto__`, `constructor.prototype` are refused).
+ * ±(2^53 − 1) becomes a `bigint`. Objects follow JSON.parse semantics (the last repeated key wins),
+ * except that the keys that could reach a prototype (`__proto__`, and `constructor` holding a
+ * `prototype`) are dropped, as secure-json-parse's "remove" action does: no body is refused for them.
  *
  * Node 20's JSON.parse offers no access to a number's source text, and the parsers that keep big
  * integers either refuse repeated keys (lossless-json) or mis-read long decimals (json-bigint), so the
@@ -15,9 +16,9 @@ export function parseExactJson (text: string): unknown {
     // skip for texts too short to nest that deep.
     if (text.length > MAX_NESTING && nestsDeeperThanLimit(text)) throw new JsonSyntaxError(TOO_DEEP)
     try {
-      return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+      return secureJson.parse(text, undefined, { protoAction: 'remove', constructorAction: 'remove' })
     } catch (error) {
-      if (!(error instanceof SyntaxError) || error.message.includes('prototype')) throw error
+      if (!(error instanceof SyntaxError)) throw error
       throw locateSyntaxError(text)
     }
   }
@@ -131,11 +132,7 @@ class ExactJsonParser {
       this.skipWhitespace()
       this.expect(':')
       const value = this.parseValue(depth + 1)
-      if (key === '__proto__') throw new SyntaxError('Object contains forbidden prototype property')
-      if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')) {
-        throw new SyntaxError('Object contains forbidden prototype property')
-      }
-      object[key] = value
+      if (!reachesAPrototype(key, value)) object[key] = value
       this.skipWhitespace()
       if (this.text[this.position] === ',') {
         this.position++
@@ -215,4 +212,9 @@ class ExactJsonParser {
   private fail (reason: string): never {
     throw new JsonSyntaxError(`${reason} at position ${this.position}`)
   }
+}
+
+function reachesAPrototype (key: string, value: unknown): boolean {
+  if (key === '__proto__') return true
+  return key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')
 }

@@ -45,9 +45,6 @@ function parseJsonBody (request: FastifyRequest, body: Buffer): unknown {
     return parseExactJson(text)
   } catch (error) {
     if (error instanceof JsonSyntaxError) throw invalidJson(error.message)
-    if (error instanceof Error && error.message.includes('forbidden prototype property')) {
-      throw invalidJson('"__proto__" and "constructor.prototype" keys are not allowed')
-    }
     throw invalidJson('syntax error')
   }
 }
