@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
-import Database from 'better-sqlite3'
+import Database from '../src/store/sqlite-driver.js'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StoreUnavailableError } from '../src/store/plant-store.js'

@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import Database from 'better-sqlite3'
+import Database from '../src/store/sqlite-driver.js'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'

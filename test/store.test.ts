@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import Database from 'better-sqlite3'
+import Database from '../src/store/sqlite-driver.js'
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StoreUnavailableError } from '../src/store/plant-store.js'

@@ -1,7 +1,7 @@
-import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import type { WriteOperation } from './group-commit.js'
 import type { PlantRow } from './plant-store.js'
+import { sqliteDriverPath } from './sqlite-driver.js'
 
 /** What the writer thread reports for one write: a create stored, a create that met this row, or a delete. */
 export type WriteEffect =
@@ -26,7 +26,7 @@ export interface SqliteWriterOptions {
 const WRITER_SOURCE = `
 import { createRequire } from 'node:module'
 import { parentPort, workerData } from 'node:worker_threads'
-const Database = createRequire(workerData.resolveFrom)('better-sqlite3')
+const Database = createRequire(workerData.driverPath)(workerData.driverPath)
 const db = new Database(workerData.file)
 db.pragma('journal_mode = WAL')
 db.pragma('synchronous = FULL')
@@ -91,7 +91,7 @@ export class SqliteWriter {
     if (this.worker !== undefined) return this.worker
     const worker = new Worker(WRITER_SOURCE, {
       eval: true,
-      workerData: { ...this.options, resolveFrom: createRequire(import.meta.url).resolve('better-sqlite3') }
+      workerData: { ...this.options, driverPath: sqliteDriverPath }
     })
     worker.on('message', (message: { effects?: WriteEffect[], error?: { code?: string, message: string } }) => {
       const pending = this.pending

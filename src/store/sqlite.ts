@@ -1,6 +1,6 @@
 import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import Database, { SqliteError } from 'better-sqlite3'
+import Database, { SqliteError, type SqliteDatabase } from './sqlite-driver.js'
 import { GroupCommit, type WriteOperation } from './group-commit.js'
 import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
@@ -101,7 +101,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
 }
 
 /** Opens (creating it and its folder if needed) and migrates the database file, with the durability settings. */
-export function openSqliteDatabase (file: string, options: SqliteOptions = {}): Database.Database {
+export function openSqliteDatabase (file: string, options: SqliteOptions = {}): SqliteDatabase {
   assertWritableFolder(file)
   let db
   try {
@@ -160,7 +160,7 @@ function unlessTransient<T> (operation: () => T): T {
   }
 }
 
-function migrate (db: Database.Database): void {
+function migrate (db: SqliteDatabase): void {
   const known = latestVersion(sqliteMigrations)
   db.transaction(() => {
     const current = Number(db.pragma('user_version', { simple: true }))

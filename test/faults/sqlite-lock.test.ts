@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { sqliteDriverPath } from '../../src/store/sqlite-driver.js'
 import { temporaryFolder } from '../helper.js'
 import { startServer } from '../server-process.js'
 
@@ -19,7 +20,7 @@ describe('The SQLite write lock held by another process', () => {
     }
     // Another process takes the write lock and keeps it for 3 s (longer than the 250 ms busy_timeout).
     const holder = spawn(process.execPath, ['-e', `
-      const Database = require('better-sqlite3'); const db = new Database(${JSON.stringify(file)});
+      const Database = require(${JSON.stringify(sqliteDriverPath)}); const db = new Database(${JSON.stringify(file)});
       db.exec('BEGIN IMMEDIATE'); process.stdout.write('locked\\n'); setTimeout(() => { db.exec('ROLLBACK'); db.close() }, 3000)`],
     { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] })
     onTestFinished(() => { if (holder.exitCode === null) process.kill(holder.pid as number, 'SIGKILL') })
