@@ -1,20 +1,30 @@
 # syntax=docker/dockerfile:1
 
-# --- build: compile TypeScript and the better-sqlite3 addon, then drop dev dependencies -----------
-FROM node:24-slim AS build
+# The base image: the official Node.js 24 image by default. Machines that cannot pull it build a
+# stand-in with scripts/container/build-base-image.sh and pass --build-arg BASE_IMAGE=<that image>.
+ARG BASE_IMAGE=node:24-slim
+
+# --- build: compile TypeScript, then keep production dependencies only ------------------------------
+FROM ${BASE_IMAGE} AS build
 WORKDIR /app
-# better-sqlite3 falls back to compiling from source when no prebuilt binary fits.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
- && rm -rf /var/lib/apt/lists/*
+# No install scripts: on Node 22 and later the service loads better-sqlite3 13, whose binary is prebuilt
+# inside its package, so nothing is compiled and no compiler is needed. The unused release 12 (Node 20's
+# driver, which would compile from source) is removed with the other platforms' prebuilt binaries.
+RUN node -e "if (Number(process.versions.node.split('.')[0]) < 22) { console.error('the image needs Node.js 22 or later'); process.exit(1) }"
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build && npm prune --omit=dev
+RUN npm run build \
+ && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
+ && rm -rf node_modules/better-sqlite3 \
+ && platform="$(node -p 'process.platform + "-" + process.arch')" \
+ && find node_modules/better-sqlite3-v13/prebuilds -type f ! -name "${platform}.node" -delete \
+ && rm -rf node_modules/better-sqlite3-v13/src node_modules/better-sqlite3-v13/deps \
+ && node -e "require('better-sqlite3-v13')(':memory:').prepare('SELECT 1').get()"
 
 # --- runtime: production dependencies and compiled code only, as the unprivileged node user -------
-FROM node:24-slim
+FROM ${BASE_IMAGE}
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
