@@ -11,6 +11,7 @@ import { loadShedding } from './http/load-shedding.js'
 import { knownRoutes } from './http/method-not-allowed.js'
 import { bufferedStandardOutput, CompletedRequestLog, logRedaction } from './http/request-log.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
+import { pipelinedWrites } from './http/pipelined-writes.js'
 import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
 import { validation } from './http/validation.js'
@@ -77,6 +78,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   await app.register(knownRoutes)
   await app.register(requestIdHeader)
+  await app.register(pipelinedWrites)
   await app.register(errorEnvelope)
   await app.register(jsonBody)
   await app.register(validation)
