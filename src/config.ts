@@ -101,14 +101,14 @@ function valueOf (env: Env, name: string): string | undefined {
 }
 
 /**
- * A secret's value from `name`, or from the file `name_FILE` names (as Docker and Kubernetes secrets
- * provide them), never both. Whitespace around a file's contents (its final newline) is not part of it.
+ * A secret's value from the file `name_FILE` names (as Docker and Kubernetes secrets provide them), else
+ * from `name`. The file wins when both are set, since an image sets `DATABASE_URL` to its SQLite default.
+ * Whitespace around a file's contents (its final newline) is not part of it.
  */
 function secretOf (env: Env, name: string): string | undefined {
   const fileVariable = `${name}_FILE`
   const file = valueOf(env, fileVariable)
   if (file === undefined) return valueOf(env, name)
-  if (valueOf(env, name) !== undefined) throw new ConfigError(fileVariable, `and ${name} are both set; set only one`)
   let text
   try {
     text = readFileSync(file, 'utf8')

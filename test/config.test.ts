@@ -118,11 +118,17 @@ describe('Secrets from files (the _FILE variants Docker and Kubernetes secrets p
       .toEqual([digestToken('first'), digestToken('second'), digestToken('third')])
   })
 
+  it('takes the file over the variable when both are set (the image sets DATABASE_URL to its SQLite default)', () => {
+    const url = secretFile('postgres://plantstore:pw@db.internal:5432/plants\n')
+    const tokens = secretFile('from-the-file\n')
+
+    const config = loadConfig({ DATABASE_URL: 'sqlite:/data/plantstore.db', DATABASE_URL_FILE: url, PLANTSTORE_TOKENS: 'from-the-variable', PLANTSTORE_TOKENS_FILE: tokens }, false)
+
+    expect(config.databaseUrl).toBe('postgres://plantstore:pw@db.internal:5432/plants')
+    expect(config.tokenDigests).toEqual([digestToken('from-the-file')])
+  })
+
   it.each([
-    [{ PLANTSTORE_TOKENS: 'abc', PLANTSTORE_TOKENS_FILE: '/run/secrets/tokens' },
-      'PLANTSTORE_TOKENS_FILE and PLANTSTORE_TOKENS are both set; set only one'],
-    [{ DATABASE_URL: 'memory:', DATABASE_URL_FILE: '/run/secrets/url' },
-      'DATABASE_URL_FILE and DATABASE_URL are both set; set only one'],
     [{ DATABASE_URL_FILE: '/nonexistent/url' }, 'DATABASE_URL_FILE names "/nonexistent/url", which cannot be read (ENOENT)'],
     [{ PLANTSTORE_TOKENS_FILE: '/nonexistent/tokens' }, 'PLANTSTORE_TOKENS_FILE names "/nonexistent/tokens", which cannot be read (ENOENT)']
   ])('stops on %j', (env, message) => {
