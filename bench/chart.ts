@@ -1,10 +1,13 @@
-interface ChartRow { target: string, load: string, rps: number, ratio: number, p99: number }
+interface ChartRow { target: string, load: string, rps: number, ratio: number, p99: number, serverCpuUs: number }
 
 const COLOURS: Record<string, string> = { baseline: '#9aa5b1', sqlite: '#2f7ed8', postgres: '#336791', memory: '#5fa55a' }
 const LOAD_TITLES: Record<string, string> = { post: 'POST /plants', get: 'GET /plants/{id}', list: 'GET /plants (page of 100)' }
 
-/** A grouped bar chart of requests per second, one group per load, labelled with the ratio to the baseline. */
-export function renderChart (rows: readonly ChartRow[], machine: { date: string, cpus: string, node: string, pinned: string }): string {
+/**
+ * A grouped bar chart of requests per second, one group per load, each bar labelled with its ratio to
+ * the baseline above it and the server's CPU µs per request inside it.
+ */
+export function renderChart (rows: readonly ChartRow[], machine: { date: string, cpus: string, node: string, pinned: string, loadGenerator: string }): string {
   const loads = [...new Set(rows.map((row) => row.load))]
   const targets = [...new Set(rows.map((row) => row.target))]
   const width = 900
@@ -23,7 +26,8 @@ export function renderChart (rows: readonly ChartRow[], machine: { date: string,
     if (row === undefined) return ''
     const x = left + loadIndex * groupWidth + 20 + targetIndex * barWidth
     return `<rect x="${x.toFixed(1)}" y="${y(row.rps).toFixed(1)}" width="${(barWidth - 4).toFixed(1)}" height="${(bottom - y(row.rps)).toFixed(1)}" fill="${COLOURS[target] ?? '#888'}"/>` +
-      `<text x="${(x + barWidth / 2 - 2).toFixed(1)}" y="${(y(row.rps) - 6).toFixed(1)}" font-size="11" text-anchor="middle">${target === 'baseline' ? Math.round(row.rps) : `${row.ratio.toFixed(2)}×`}</text>`
+      `<text x="${(x + barWidth / 2 - 2).toFixed(1)}" y="${(y(row.rps) - 6).toFixed(1)}" font-size="11" text-anchor="middle">${target === 'baseline' ? Math.round(row.rps) : `${row.ratio.toFixed(2)}×`}</text>` +
+      `<text x="${(x + barWidth / 2 - 2).toFixed(1)}" y="${(bottom - 6).toFixed(1)}" font-size="10" fill="white" text-anchor="middle">${Math.round(row.serverCpuUs)} µs</text>`
   }))
   const groupLabels = loads.map((load, loadIndex) =>
     `<text x="${(left + loadIndex * groupWidth + groupWidth / 2).toFixed(1)}" y="${bottom + 22}" font-size="13" text-anchor="middle">${escape(LOAD_TITLES[load] ?? load)}</text>`)
@@ -36,8 +40,8 @@ export function renderChart (rows: readonly ChartRow[], machine: { date: string,
 
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" viewBox="0 0 ${width} ${height}">
 <rect width="100%" height="100%" fill="white"/>
-<text x="${left}" y="24" font-size="16" font-weight="bold">plantstore: requests per second (median), ratio to the bare-Fastify baseline</text>
-<text x="${left}" y="44" font-size="11" fill="#52606d">${escape(`${machine.date.slice(0, 10)} · ${machine.cpus} · Node ${machine.node} · ${machine.pinned}`)}</text>
+<text x="${left}" y="24" font-size="16" font-weight="bold">plantstore: req/s (median), ratio to the bare-Fastify baseline, server CPU µs per request</text>
+<text x="${left}" y="44" font-size="11" fill="#52606d">${escape(`${machine.date.slice(0, 16).replace('T', ' ')} UTC · ${machine.cpus} · Node ${machine.node} · ${machine.loadGenerator} · ${machine.pinned}`)}</text>
 ${ticks.join('\n')}
 ${bars.join('\n')}
 ${groupLabels.join('\n')}

@@ -1,6 +1,9 @@
 /**
  * `npm run bench`: measures the real service (built dist/server.js, shipped default config) on SQLite,
- * PostgreSQL (embedded, as in the tests) and memory against a bare-Fastify baseline, in one run.
+ * PostgreSQL (embedded, as in the tests) and memory against a bare-Fastify baseline, in one run. Next
+ * to req/s and latency it reports what drift moves least: each server's CPU time per request (from
+ * /proc; for PostgreSQL also the database's), and the load generator's CPU share, marking a measurement
+ * whose generator was 90 % busy or more as invalid: then it measured itself, not the server.
  *
  *   npm run bench                      full run: 5 interleaved rounds of 4 s per measurement
  *   npm run bench -- --quick           smoke run: 1 round of 1 s
@@ -8,20 +11,21 @@
  *                                      cost as the store grows: bulk-load N plants, then measure POST,
  *                                      GET by id and a deep list page against the empty store
  *
- * Servers run on CPU 0 and the load generator (autocannon, in this process) on CPU 1 when `taskset`
- * exists. Figures are medians over rounds; ratios are against the baseline of the same run.
+ * Servers run on CPU 0 and the load generator (wrk, installed from Debian's packages when missing and
+ * run as root; else autocannon in this process) on CPU 1 when `taskset` exists. Figures are medians over
+ * rounds; ratios are against the baseline of the same run.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import autocannon from 'autocannon'
 import pg from 'pg'
 import { openPostgresStore } from '../src/store/postgres.js'
 import { openSqliteDatabase } from '../src/store/sqlite.js'
 import { startEmbeddedPostgres, type PostgresServer } from '../test/postgres-server.js'
 import { renderChart } from './chart.js'
+import { loadGenerator, processCpuSeconds, processTreeCpuSeconds, type Load } from './load-generator.js'
 
 const TOKEN = 'bench-token'
 const CONNECTIONS = 50
@@ -29,10 +33,22 @@ const PRELOADED = 2000
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const RESULTS = join(ROOT, 'bench', 'results')
 
-type Load = 'post' | 'get' | 'list'
 const LOADS: readonly Load[] = ['post', 'get', 'list']
+/** A generator this busy may be what limits the rate: its measurement is marked invalid. */
+const SATURATED_GENERATOR = 0.9
 
-interface Sample { rps: number, p50: number, p99: number, rssMb: number, errors: number }
+interface Sample {
+  rps: number
+  p50: number
+  p99: number
+  rssMb: number
+  errors: number
+  /** The server process's CPU time (all threads) ÷ requests answered, in µs. */
+  serverCpuUs: number
+  /** PostgreSQL targets: the database server's CPU time ÷ requests, in µs. */
+  databaseCpuUs: number
+  generatorCpuShare: number
+}
 interface Target {
   readonly name: string
   readonly url: string
@@ -51,6 +67,7 @@ const durationSeconds = quick ? 1 : 4
 const pinning = existsSync('/usr/bin/taskset') && cpus().length >= 2
 if (pinning) execFileSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' })
 const serverCommand = (command: string[]) => pinning ? ['taskset', '-c', '0', ...command] : command
+const generator = loadGenerator(pinning ? 1 : undefined)
 
 const workFolder = mkdtempSync(join(tmpdir(), 'plantstore-bench-'))
 const started: ChildProcess[] = []
@@ -107,44 +124,43 @@ function rssMb (pid: number | undefined): number {
 /** The server's own PID: under taskset the child is taskset, which execs the server in place. */
 const serverPid = (target: Target) => target.process.pid
 
-function request (target: Target, load: Load, deepAfter?: bigint): autocannon.Request {
-  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }
-  if (load === 'post') {
-    return {
-      method: 'POST',
-      path: '/plants',
-      headers,
-      setupRequest: (req: autocannon.Request) => ({ ...req, body: `{"id":${target.nextId++},"name":"bench plant","tag":"bench"}` })
-    }
+async function measure (target: Target, load: Load, seconds: number, deepAfter?: bigint): Promise<Sample> {
+  const pid = serverPid(target) as number
+  let peakRss = 0
+  const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
+  const serverCpuBefore = processCpuSeconds(pid)
+  const databaseCpuBefore = target.name.startsWith('postgres') ? postgresCpuSeconds() : 0
+  const firstNewId = target.nextId
+  target.nextId += 100_000_000n
+  const result = await generator.run({
+    url: target.url,
+    token: TOKEN,
+    load,
+    connections: CONNECTIONS,
+    seconds,
+    firstNewId,
+    preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),
+    ...(deepAfter === undefined ? {} : { after: deepAfter })
+  })
+  const serverCpu = processCpuSeconds(pid) - serverCpuBefore
+  const databaseCpu = target.name.startsWith('postgres') ? postgresCpuSeconds() - databaseCpuBefore : 0
+  clearInterval(sampler)
+  peakRss = Math.max(peakRss, rssMb(pid))
+  return {
+    rps: result.requests / result.seconds,
+    p50: result.p50Ms,
+    p99: result.p99Ms,
+    rssMb: Math.round(peakRss),
+    errors: result.errors,
+    serverCpuUs: serverCpu / result.requests * 1e6,
+    databaseCpuUs: databaseCpu / result.requests * 1e6,
+    generatorCpuShare: result.generatorCpuShare
   }
-  if (load === 'get') {
-    return {
-      method: 'GET',
-      headers,
-      setupRequest: (req: autocannon.Request) => ({ ...req, path: `/plants/${target.preloadedIds[Math.floor(Math.random() * target.preloadedIds.length)]}` })
-    }
-  }
-  return { method: 'GET', path: deepAfter === undefined ? '/plants?limit=100' : `/plants?limit=100&after=${deepAfter}`, headers }
 }
 
-async function measure (target: Target, load: Load, seconds: number, deepAfter?: bigint): Promise<Sample> {
-  let peakRss = 0
-  const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(serverPid(target))) }, 250)
-  const result = await autocannon({
-    url: target.url,
-    connections: CONNECTIONS,
-    duration: seconds,
-    requests: [request(target, load, deepAfter)]
-  })
-  clearInterval(sampler)
-  peakRss = Math.max(peakRss, rssMb(serverPid(target)))
-  return {
-    rps: result.requests.average,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    rssMb: Math.round(peakRss),
-    errors: result.errors + result.timeouts + result.non2xx
-  }
+function postgresCpuSeconds (): number {
+  const pid = postgres?.pid()
+  return pid === undefined ? 0 : processTreeCpuSeconds(pid)
 }
 
 async function preload (target: Target, count: number): Promise<void> {
@@ -169,12 +185,17 @@ const median = (values: number[]) => {
 }
 
 function summarize (samples: Sample[]) {
+  const generatorCpuShare = Math.max(...samples.map((sample) => sample.generatorCpuShare))
   return {
     rps: Math.round(median(samples.map((sample) => sample.rps))),
     p50: median(samples.map((sample) => sample.p50)),
     p99: median(samples.map((sample) => sample.p99)),
     rssMb: Math.max(...samples.map((sample) => sample.rssMb)),
-    errors: samples.reduce((sum, sample) => sum + sample.errors, 0)
+    errors: samples.reduce((sum, sample) => sum + sample.errors, 0),
+    serverCpuUs: Math.round(median(samples.map((sample) => sample.serverCpuUs))),
+    databaseCpuUs: Math.round(median(samples.map((sample) => sample.databaseCpuUs))),
+    generatorCpuShare: Number(generatorCpuShare.toFixed(2)),
+    valid: generatorCpuShare < SATURATED_GENERATOR
   }
 }
 
@@ -184,6 +205,7 @@ function machine () {
     cpus: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}`,
     pinned: pinning ? 'servers on CPU 0, load generator on CPU 1' : 'not pinned (no taskset)',
     date: new Date().toISOString(),
+    loadGenerator: generator.name,
     connections: CONNECTIONS,
     rounds,
     durationSeconds
@@ -218,7 +240,8 @@ async function compareBackends (): Promise<void> {
         const sample = await measure(target, load, durationSeconds)
         const key = `${target.name}/${load}`
         samples.set(key, [...(samples.get(key) ?? []), sample])
-        process.stderr.write(`round ${round} ${key}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms\n`)
+        process.stderr.write(`round ${round} ${key}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms, ` +
+          `server ${Math.round(sample.serverCpuUs)} µs/req, ${generator.name} ${Math.round(sample.generatorCpuShare * 100)} % of a core\n`)
       }
     }
   }
@@ -226,7 +249,13 @@ async function compareBackends (): Promise<void> {
   const rows = targets.flatMap((target) => LOADS.map((load) => {
     const summary = summarize(samples.get(`${target.name}/${load}`) ?? [])
     const baseline = summarize(samples.get(`baseline/${load}`) ?? [])
-    return { target: target.name, load, ...summary, ratio: Number((summary.rps / baseline.rps).toFixed(2)) }
+    return {
+      target: target.name,
+      load,
+      ...summary,
+      ratio: Number((summary.rps / baseline.rps).toFixed(2)),
+      cpuRatio: Number((summary.serverCpuUs / baseline.serverCpuUs).toFixed(2))
+    }
   }))
   printTable(rows)
   mkdirSync(RESULTS, { recursive: true })
@@ -236,12 +265,36 @@ async function compareBackends (): Promise<void> {
   process.stdout.write(`\nwrote bench/results/${file}.json and bench/results/${file}.svg\n`)
 }
 
-function printTable (rows: Array<{ target: string, load: string, rps: number, p50: number, p99: number, rssMb: number, errors: number, ratio: number }>): void {
-  const header = ['target', 'load', 'req/s', 'p50 ms', 'p99 ms', 'RSS MB', 'errors', '÷ baseline']
-  const lines = rows.map((row) => [row.target, row.load, String(row.rps), String(row.p50), String(row.p99), String(row.rssMb), String(row.errors), row.ratio.toFixed(2)])
+interface Row {
+  target: string
+  load: string
+  rps: number
+  p50: number
+  p99: number
+  rssMb: number
+  errors: number
+  serverCpuUs: number
+  databaseCpuUs: number
+  generatorCpuShare: number
+  valid: boolean
+  ratio: number
+  cpuRatio: number
+}
+
+function printTable (rows: Row[]): void {
+  const header = ['target', 'load', 'req/s', '÷ baseline', 'p50 ms', 'p99 ms', 'server µs/req', 'CPU ÷ baseline', 'db µs/req', 'RSS MB', 'errors', `${generator.name} CPU`]
+  const lines = rows.map((row) => [row.target, row.load, String(row.rps), row.ratio.toFixed(2), String(row.p50), String(row.p99),
+    String(row.serverCpuUs), row.cpuRatio.toFixed(2), row.databaseCpuUs === 0 ? '' : String(row.databaseCpuUs), String(row.rssMb),
+    String(row.errors), `${Math.round(row.generatorCpuShare * 100)} %${row.valid ? '' : ' INVALID'}`])
   const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
   const format = (cells: string[]) => cells.map((cell, column) => cell.padStart(widths[column] ?? 0)).join('  ')
   process.stdout.write(`\n${format(header)}\n${lines.map(format).join('\n')}\n`)
+  const invalid = rows.filter((row) => !row.valid)
+  if (invalid.length > 0) {
+    process.stdout.write(`\nINVALID: the load generator was ${SATURATED_GENERATOR * 100} % busy or more in ${invalid.length} measurements ` +
+      `(${invalid.map((row) => `${row.target}/${row.load}`).join(', ')}): their req/s measure the generator, not the server; ` +
+      'compare their server µs/req instead\n')
+  }
 }
 
 async function bulkLoad (backend: 'sqlite' | 'postgres', size: number): Promise<string> {
@@ -303,8 +356,9 @@ async function compareSizes (sizes: number[]): Promise<void> {
     const empty = rows.find((other) => other.backend === row.backend && other.load === row.load && other.size === 0)
     return { ...row, ratioToEmpty: Number((row.rps / (empty?.rps ?? row.rps)).toFixed(2)) }
   })
-  const header = ['backend', 'plants', 'load', 'req/s', 'p99 ms', 'RSS MB', 'errors', '÷ empty']
-  const lines = withRatios.map((row) => [row.backend, String(row.size), row.load, String(row.rps), String(row.p99), String(row.rssMb), String(row.errors), row.ratioToEmpty.toFixed(2)])
+  const header = ['backend', 'plants', 'load', 'req/s', 'p99 ms', 'server µs/req', 'RSS MB', 'errors', '÷ empty', `${generator.name} CPU`]
+  const lines = withRatios.map((row) => [row.backend, String(row.size), row.load, String(row.rps), String(row.p99), String(row.serverCpuUs),
+    String(row.rssMb), String(row.errors), row.ratioToEmpty.toFixed(2), `${Math.round(row.generatorCpuShare * 100)} %${row.valid ? '' : ' INVALID'}`])
   const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
   const format = (cells: string[]) => cells.map((cell, column) => cell.padStart(widths[column] ?? 0)).join('  ')
   process.stdout.write(`\n${format(header)}\n${lines.map(format).join('\n')}\n`)

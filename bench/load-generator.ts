@@ -1,0 +1,183 @@
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+
+/**
+ * The bench's load generators and the readings that say whether to believe them. wrk (C, one thread
+ * pinned to the other core) is preferred: it has several times autocannon's headroom on one core.
+ * autocannon, in this process, is the fallback where wrk cannot be had.
+ */
+
+export type Load = 'post' | 'get' | 'list'
+
+export interface LoadSpec {
+  readonly url: string
+  readonly token: string
+  readonly load: Load
+  readonly connections: number
+  readonly seconds: number
+  /** POST: ids from here up, unique per measurement. */
+  readonly firstNewId: bigint
+  /** GET: ids picked at random from 1 to this. */
+  readonly preloaded: number
+  /** list: the page after this id (the first page when absent). */
+  readonly after?: bigint
+}
+
+export interface LoadResult {
+  readonly requests: number
+  readonly seconds: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly errors: number
+  /** The load generator's CPU time ÷ wall time: 1 is one core fully busy. */
+  readonly generatorCpuShare: number
+}
+
+const CLOCK_TICKS_PER_SECOND = 100
+const WRK = '/usr/bin/wrk'
+
+/** wrk when it is installed or can be (Debian's package, as root); otherwise undefined. */
+export function findWrk (): string | undefined {
+  if (existsSync(WRK)) return WRK
+  if (process.getuid?.() !== 0 || !existsSync('/usr/bin/apt-get')) return undefined
+  try {
+    process.stderr.write('installing wrk (Debian package) for the load generator\n')
+    execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'wrk'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+  } catch {
+    try {
+      execFileSync('apt-get', ['update', '-qq'], { stdio: 'ignore' })
+      execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'wrk'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+    } catch {
+      return undefined
+    }
+  }
+  return existsSync(WRK) ? WRK : undefined
+}
+
+/** CPU seconds a process (all its threads) has used, from /proc. */
+export function processCpuSeconds (pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  // After "pid (comm) ": state is field 3, utime 14 and stime 15 (1-based), so indexes 11 and 12 here.
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND
+}
+
+/** CPU seconds of a process and all its descendants that are alive (PostgreSQL's backends, say). */
+export function processTreeCpuSeconds (rootPid: number): number {
+  const parents = new Map<number, number>()
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const fields = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+      parents.set(Number(entry), Number(fields[1]))
+    } catch {}
+  }
+  const inTree = (pid: number): boolean => pid === rootPid || (parents.has(pid) && pid !== 1 && inTree(parents.get(pid) as number))
+  let total = 0
+  for (const pid of parents.keys()) {
+    if (!inTree(pid)) continue
+    try { total += processCpuSeconds(pid) } catch {}
+  }
+  return total
+}
+
+/** CPU seconds of this process's children that have ended (the kernel adds them when they are reaped). */
+function endedChildrenCpuSeconds (): number {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS_PER_SECOND
+}
+
+function pathOf (spec: LoadSpec): string {
+  if (spec.load === 'list') return spec.after === undefined ? '/plants?limit=100' : `/plants?limit=100&after=${spec.after}`
+  return '/plants'
+}
+
+/** The wrk script of one measurement: the requests, and a JSON line of results at the end. */
+function wrkScript (spec: LoadSpec): string {
+  const headers = `wrk.headers["Authorization"] = "Bearer ${spec.token}"\nwrk.headers["Content-Type"] = "application/json"\n`
+  const done = `
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK_RESULT {"requests":%d,"micros":%d,"p50":%d,"p99":%d,"errors":%d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.status + e.timeout))
+end
+`
+  if (spec.load === 'post') {
+    // One wrk thread: a plain counter gives every request its own id.
+    return `${headers}wrk.method = "POST"\nlocal next_id = ${spec.firstNewId}\n` +
+      'function request()\n  next_id = next_id + 1\n' +
+      '  return wrk.format(nil, "/plants", nil, \'{"id":\' .. next_id .. \',"name":"bench plant","tag":"bench"}\')\nend\n' + done
+  }
+  if (spec.load === 'get') {
+    return `${headers}math.randomseed(${Date.now() % 1_000_000})\n` +
+      `function request()\n  return wrk.format("GET", "/plants/" .. math.random(1, ${spec.preloaded}))\nend\n` + done
+  }
+  return `${headers}wrk.method = "GET"\nwrk.path = "${pathOf(spec)}"\n${done}`
+}
+
+async function runWrk (wrk: string, spec: LoadSpec, pinToCpu: number | undefined): Promise<LoadResult> {
+  // wrk loads its script once per thread and once more for itself: it must be a file.
+  const folder = mkdtempSync(join(tmpdir(), 'plantstore-wrk-'))
+  const script = join(folder, `${spec.load}.lua`)
+  writeFileSync(script, wrkScript(spec))
+  const command = [wrk, '-t1', `-c${spec.connections}`, `-d${spec.seconds}s`, '-s', script, spec.url]
+  const [program, ...args] = pinToCpu === undefined ? command : ['taskset', '-c', String(pinToCpu), ...command]
+  const cpuBefore = endedChildrenCpuSeconds()
+  const started = performance.now()
+  const output = await new Promise<string>((resolve, reject) => {
+    const child = spawn(program as string, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+    let text = ''
+    child.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
+    child.once('error', reject)
+    child.once('exit', (code) => code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}:\n${text}`)))
+  }).finally(() => { rmSync(folder, { recursive: true, force: true }) })
+  const wallSeconds = (performance.now() - started) / 1000
+  const line = /WRK_RESULT (\{.*\})/.exec(output)?.[1]
+  if (line === undefined) throw new Error(`wrk printed no result:\n${output}`)
+  const result = JSON.parse(line) as { requests: number, micros: number, p50: number, p99: number, errors: number }
+  return {
+    requests: result.requests,
+    seconds: result.micros / 1e6,
+    p50Ms: result.p50 / 1000,
+    p99Ms: result.p99 / 1000,
+    errors: result.errors,
+    generatorCpuShare: (endedChildrenCpuSeconds() - cpuBefore) / wallSeconds
+  }
+}
+
+async function runAutocannon (spec: LoadSpec): Promise<LoadResult> {
+  const headers = { authorization: `Bearer ${spec.token}`, 'content-type': 'application/json' }
+  let nextId = spec.firstNewId
+  const request: autocannon.Request = spec.load === 'post'
+    ? { method: 'POST', path: '/plants', headers, setupRequest: (req: autocannon.Request) => ({ ...req, body: `{"id":${++nextId},"name":"bench plant","tag":"bench"}` }) }
+    : spec.load === 'get'
+      ? { method: 'GET', headers, setupRequest: (req: autocannon.Request) => ({ ...req, path: `/plants/${1 + Math.floor(Math.random() * spec.preloaded)}` }) }
+      : { method: 'GET', path: pathOf(spec), headers }
+  const cpuBefore = process.cpuUsage()
+  const started = performance.now()
+  const result = await autocannon({ url: spec.url, connections: spec.connections, duration: spec.seconds, requests: [request] })
+  const wallSeconds = (performance.now() - started) / 1000
+  const cpu = process.cpuUsage(cpuBefore)
+  return {
+    requests: result.requests.total,
+    seconds: result.duration,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    errors: result.errors + result.timeouts + result.non2xx,
+    generatorCpuShare: (cpu.user + cpu.system) / 1e6 / wallSeconds
+  }
+}
+
+export interface LoadGenerator {
+  readonly name: 'wrk' | 'autocannon'
+  run: (spec: LoadSpec) => Promise<LoadResult>
+}
+
+export function loadGenerator (pinToCpu: number | undefined): LoadGenerator {
+  const wrk = process.env.BENCH_LOAD_GENERATOR === 'autocannon' ? undefined : findWrk()
+  if (wrk !== undefined) return { name: 'wrk', run: async (spec) => runWrk(wrk, spec, pinToCpu) }
+  return { name: 'autocannon', run: runAutocannon }
+}
