@@ -265,21 +265,7 @@ async function compareBackends (): Promise<void> {
   process.stdout.write(`\nwrote bench/results/${file}.json and bench/results/${file}.svg\n`)
 }
 
-interface Row {
-  target: string
-  load: string
-  rps: number
-  p50: number
-  p99: number
-  rssMb: number
-  errors: number
-  serverCpuUs: number
-  databaseCpuUs: number
-  generatorCpuShare: number
-  valid: boolean
-  ratio: number
-  cpuRatio: number
-}
+type Row = ReturnType<typeof summarize> & { target: string, load: string, ratio: number, cpuRatio: number }
 
 function printTable (rows: Row[]): void {
   const header = ['target', 'load', 'req/s', '÷ baseline', 'p50 ms', 'p99 ms', 'server µs/req', 'CPU ÷ baseline', 'db µs/req', 'RSS MB', 'errors', `${generator.name} CPU`]
