@@ -19,3 +19,4 @@ const Database = require(SQLITE_DRIVER) as typeof BetterSqlite3
 export default Database
 export const SqliteError = Database.SqliteError
 export type SqliteDatabase = BetterSqlite3.Database
+export type Statement<P extends unknown[] = unknown[], R = unknown> = BetterSqlite3.Statement<P, R>
