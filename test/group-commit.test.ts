@@ -108,6 +108,32 @@ describe.each(durableBackends)('Group commit on $name', (backend) => {
   })
 })
 
+describe('Batched reads on PostgreSQL', () => {
+  it('answers concurrent GETs, found and missing, each with its own plant, in shared queries', async () => {
+    const readBatches: number[] = []
+    const url = await createTestDatabase()
+    const store = await openPostgresStore(url, { ...TEST_POSTGRES_OPTIONS, onReadBatch: (size) => readBatches.push(size) })
+    onTestFinished(() => store.close())
+    await Promise.all([1n, 2n, 9007199254740993n].map((id) => store.create({ id, name: `plant ${id}`, tag: 't' })))
+
+    const lone = await store.get(2n)
+    const ids = [9007199254740993n, 1n, 404n, 2n, 1n, ...Array.from({ length: 45 }, (_, index) => BigInt(1000 + index))]
+    const together = await Promise.all(ids.map((id) => store.get(id)))
+
+    expect(lone).toEqual({ id: 2n, name: 'plant 2', tag: 't' })
+    expect(together.slice(0, 5)).toEqual([
+      { id: 9007199254740993n, name: 'plant 9007199254740993', tag: 't' },
+      { id: 1n, name: 'plant 1', tag: 't' },
+      undefined,
+      { id: 2n, name: 'plant 2', tag: 't' },
+      { id: 1n, name: 'plant 1', tag: 't' }
+    ])
+    expect(together.slice(5)).toEqual(Array.from({ length: 45 }, () => undefined))
+    // The lone read went alone; the 50 asked for in one event-loop turn shared one query.
+    expect(readBatches).toEqual([1, 50])
+  })
+})
+
 describe('A failed commit', () => {
   it('on SQLite fails exactly its batch with StoreUnavailableError, and the next batch commits', async () => {
     const batches: number[] = []

@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { GroupCommit, RUN_AGAIN, type CommitBatch, type WriteOperation } from './group-commit.js'
+import { ReadBatch } from './read-batch.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
 import {
@@ -9,6 +10,8 @@ import {
 export interface PostgresOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: (size: number) => void
+  /** Called after each batch of single-plant reads with its size: for tests and metrics. */
+  readonly onReadBatch?: (size: number) => void
   /** Connections this instance may hold; instances × poolSize must stay below max_connections. */
   readonly poolSize: number
   /** How long to wait for a connection (new or from the pool) before the request gets a 503. */
@@ -42,7 +45,7 @@ const MAX_BATCH_SIZE = 500
 /** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): the whole batch may simply run again. */
 const RETRYABLE_SQLSTATE = /^40(001|P01)$/
 const BATCH_ATTEMPTS = 3
-const SELECT_PLANT = { name: 'plantstore-select-plant', text: 'SELECT id, name, tag FROM plants WHERE id = $1' }
+const MAX_READ_BATCH_SIZE = 500
 const LIST_FIRST = { name: 'plantstore-list-first', text: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1' }
 const LIST_AFTER = { name: 'plantstore-list-after', text: 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2' }
 
@@ -117,6 +120,12 @@ export async function openPostgresStore (connectionString: string, options: Post
     onBatchCommitted: options.onBatchCommitted
   })
 
+  // GETs of one plant that arrive while others are being read share the next query.
+  const reads = new ReadBatch<bigint, PlantRecord>(async (ids) => {
+    const { rows } = await query<PlantRow>({ ...SELECT_PLANTS, values: [ids.map(String)] })
+    return new Map(rows.map((row) => [row.id, recordOfRow(row)]))
+  }, MAX_READ_BATCH_SIZE, options.onReadBatch)
+
   try {
     await ensureSchema()
   } catch (error) {
@@ -131,9 +140,8 @@ export async function openPostgresStore (connectionString: string, options: Post
     create (plant) {
       return writes.submit({ kind: 'create', plant })
     },
-    async get (id) {
-      const { rows } = await query<PlantRow>({ ...SELECT_PLANT, values: [id.toString()] })
-      return rows[0] === undefined ? undefined : recordOfRow(rows[0])
+    get (id) {
+      return reads.read(id)
     },
     async list ({ after, limit }) {
       const { rows } = await query<PlantRow>(after === undefined
