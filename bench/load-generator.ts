@@ -64,23 +64,28 @@ export function processCpuSeconds (pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND
 }
 
-/** CPU seconds of a process and all its descendants that are alive (PostgreSQL's backends, say). */
+/**
+ * CPU seconds of a process tree (PostgreSQL's postmaster and its backends, say): every live process's
+ * own time plus the time of the children it has reaped, so backends that end mid-measurement still count.
+ */
 export function processTreeCpuSeconds (rootPid: number): number {
-  const parents = new Map<number, number>()
+  const stats = new Map<number, string[]>()
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     try {
-      const fields = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-      parents.set(Number(entry), Number(fields[1]))
+      stats.set(Number(entry), readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [])
     } catch {}
   }
-  const inTree = (pid: number): boolean => pid === rootPid || (parents.has(pid) && pid !== 1 && inTree(parents.get(pid) as number))
-  let total = 0
-  for (const pid of parents.keys()) {
-    if (!inTree(pid)) continue
-    try { total += processCpuSeconds(pid) } catch {}
+  const inTree = (pid: number): boolean => {
+    if (pid === rootPid) return true
+    const parent = Number(stats.get(pid)?.[1])
+    return parent > 1 && inTree(parent)
   }
-  return total
+  let ticks = 0
+  for (const [pid, fields] of stats) {
+    if (inTree(pid)) ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])
+  }
+  return ticks / CLOCK_TICKS_PER_SECOND
 }
 
 /** CPU seconds of this process's children that have ended (the kernel adds them when they are reaped). */
