@@ -1,4 +1,5 @@
-# syntax=docker/dockerfile:1
+# No `# syntax=` line: it would make BuildKit pull a frontend image from Docker Hub, which the machines
+# that build this image without a container registry cannot do; the built-in frontend is enough.
 
 # The base image: the official Node.js 24 image by default. Machines that cannot pull it build a
 # stand-in with scripts/container/build-base-image.sh and pass --build-arg BASE_IMAGE=<that image>.
