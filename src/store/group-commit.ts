@@ -1,4 +1,5 @@
 import type { CreateOutcome, PlantRecord } from './plant-store.js'
+import { TurnBatch, type Waiting } from './turn-batch.js'
 
 export type WriteOperation =
   | { readonly kind: 'create', readonly plant: PlantRecord }
@@ -22,11 +23,7 @@ export interface GroupCommitOptions {
   readonly onBatchCommitted?: ((size: number) => void) | undefined
 }
 
-interface Pending {
-  readonly operation: WriteOperation
-  readonly resolve: (result: CreateOutcome | boolean) => void
-  readonly reject: (error: unknown) => void
-}
+type Pending = Waiting<WriteOperation, CreateOutcome | boolean>
 
 /**
  * Group commit: writes that arrive while a batch is being committed wait and then go together in the
@@ -37,46 +34,20 @@ interface Pending {
  * One batch never holds a create and a delete of the same id (the batch is cut before the second), so
  * a batch's operations on different ids commute and the backend may run them in any order.
  */
-export class GroupCommit {
-  private readonly queue: Pending[] = []
-  private committing = false
-  private scheduled = false
-  private idleWaiters: Array<() => void> = []
-
-  constructor (private readonly commitBatch: CommitBatch, private readonly options: GroupCommitOptions) {}
+export class GroupCommit extends TurnBatch<WriteOperation, CreateOutcome | boolean> {
+  constructor (private readonly commitBatch: CommitBatch, private readonly options: GroupCommitOptions) {
+    super()
+  }
 
   submit<Operation extends WriteOperation> (operation: Operation): Promise<WriteResult<Operation>> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ operation, resolve: resolve as Pending['resolve'], reject })
-      if (!this.committing && !this.scheduled) {
-        this.scheduled = true
-        setImmediate(this.drain)
-      }
-    })
+    return this.enqueue(operation) as Promise<WriteResult<Operation>>
   }
 
-  private readonly drain = async (): Promise<void> => {
-    this.scheduled = false
-    this.committing = true
-    try {
-      while (this.queue.length > 0) await this.commitNextBatch()
-    } finally {
-      this.committing = false
-      for (const wake of this.idleWaiters.splice(0)) wake()
-    }
-  }
-
-  /** Resolves once every submitted write has been answered. */
-  whenIdle (): Promise<void> {
-    if (!this.committing && !this.scheduled) return Promise.resolve()
-    return new Promise((resolve) => { this.idleWaiters.push(resolve) })
-  }
-
-  private async commitNextBatch (): Promise<void> {
+  protected async runNextBatch (): Promise<void> {
     const batch = this.takeBatch()
     let results
     try {
-      results = await this.commitBatch(batch.map((pending) => pending.operation))
+      results = await this.commitBatch(batch.map((pending) => pending.item))
     } catch (error) {
       for (const pending of batch) pending.reject(error)
       return
@@ -92,7 +63,7 @@ export class GroupCommit {
   private takeBatch (): Pending[] {
     const kindById = new Map<bigint, WriteOperation['kind']>()
     let size = 0
-    for (const { operation } of this.queue) {
+    for (const { item: operation } of this.queue) {
       if (size === this.options.maxBatchSize) break
       const id = operation.kind === 'create' ? operation.plant.id : operation.id
       const seen = kindById.get(id)
