@@ -9,7 +9,7 @@ import { healthRoutes } from './http/health.js'
 import { jsonBody } from './http/json-body.js'
 import { loadShedding } from './http/load-shedding.js'
 import { knownRoutes } from './http/method-not-allowed.js'
-import { bufferedStandardOutput, CompletedRequestLog, logRedaction } from './http/request-log.js'
+import { bufferedStandardOutput, CompletedRequestLog, lazyRequestLogger, logRedaction } from './http/request-log.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
 import { pipelinedWrites } from './http/pipelined-writes.js'
 import { plantsRoutes } from './http/plants.js'
@@ -50,6 +50,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   const standardOutput = dependencies.logStream === undefined && !config.prettyLogs ? bufferedStandardOutput() : undefined
   const logStream = dependencies.logStream ?? standardOutput?.stream
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS
+  const requestLog = new CompletedRequestLog(config.logLevel, logStream)
 
   const app = Fastify({
     logger: {
@@ -57,7 +58,8 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
       redact: logRedaction,
       ...(logStream !== undefined ? { stream: logStream } : { transport: { target: 'pino-pretty' } })
     },
-    logController: new CompletedRequestLog(),
+    logController: requestLog,
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.bodyLimit,
     requestIdHeader: false,
     genReqId: requestIdFor,
@@ -70,11 +72,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     http: { requireHostHeader: false, connectionsCheckingInterval: 1000 }
   })
   app.server.headersTimeout = timeouts.headersMs
-  if (standardOutput !== undefined) {
-    // "Server listening at …" is what launchers and tests wait for: it must not sit in the buffer.
-    app.addHook('onListen', (done) => { standardOutput.flush(); done() })
-    app.addHook('onClose', (_app, done) => { standardOutput.stopFlushing(); standardOutput.flush(); done() })
-  }
+  // "Server listening at …" is what launchers and tests wait for: it must not sit in the buffer.
+  if (standardOutput !== undefined) app.addHook('onListen', (done) => { standardOutput.flush(); done() })
+  app.addHook('onClose', (_app, done) => {
+    requestLog.writePending()
+    standardOutput?.stopFlushing()
+    standardOutput?.flush()
+    done()
+  })
 
   await app.register(knownRoutes)
   await app.register(requestIdHeader)

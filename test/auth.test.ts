@@ -121,7 +121,7 @@ describe('Authentication of /plants', () => {
     const lines: string[] = []
     const logStream = new Writable({
       write (chunk: Buffer, _encoding, callback) {
-        lines.push(chunk.toString())
+        lines.push(...chunk.toString().split('\n').filter((line) => line !== ''))
         callback()
       }
     })
@@ -130,7 +130,10 @@ describe('Authentication of /plants', () => {
     await postPlant(app, { id: 7, name: 'Fern' })
     await postPlant(app, { id: 8, name: 'Fern' }, { authorization: `Bearer ${TEST_TOKEN}wrong` })
     await postPlant(app, '{"id":', { authorization: `Basic ${TEST_TOKEN}` })
+    // Completed-request lines are written at the end of the event-loop turn.
+    await new Promise(setImmediate)
 
+    expect(lines.filter((line) => line.includes('"msg":"request completed"'))).toHaveLength(3)
     expect(lines.length).toBeGreaterThan(3)
     expect(lines.join('\n')).not.toContain(TEST_TOKEN)
     expect(lines.join('\n')).not.toContain('"headers"')

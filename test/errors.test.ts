@@ -142,6 +142,19 @@ describe('The error envelope', () => {
       expect(response.headers['x-request-id']).toBe('trace-abc.123')
     })
 
+    it('makes a new id per request: a UUIDv8 whose random part is fixed per process, then a counter', async () => {
+      const app = await buildTestApp()
+
+      const ids = await Promise.all(Array.from({ length: 3 }, async () =>
+        (await app.inject({ method: 'GET', url: '/healthz' })).headers['x-request-id'] as string))
+
+      for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      expect(new Set(ids).size).toBe(3)
+      expect(new Set(ids.map((id) => id.slice(0, 24))).size).toBe(1)
+      const counters = ids.map((id) => Number.parseInt(id.slice(24), 16)).sort((a, b) => a - b)
+      expect(counters).toEqual([counters[0], (counters[0] ?? 0) + 1, (counters[0] ?? 0) + 2])
+    })
+
     it.each([
       ['too long', 'x'.repeat(129)],
       ['with a space', 'two words'],

@@ -59,6 +59,27 @@ describe.each(backends)('POST /plants on $name', (backend) => {
       expect(response.headers.location).toBe('/plants/-42')
     })
 
+    it('then a leading byte order mark is ignored', async () => {
+      const app = await build()
+      const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"id":15,"name":"Basil"}')])
+
+      const response = await app.inject({
+        method: 'POST', url: '/plants', headers: { 'content-type': 'application/json', ...bearer() }, payload: body
+      })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"Basil"}')
+    })
+
+    it('then a name holding U+FFFD, the replacement character itself, is valid UTF-8 and kept', async () => {
+      const app = await build()
+
+      const response = await postPlant(app, '{"id":16,"name":"Mint \uFFFD �"}')
+
+      expect(response.statusCode).toBe(200)
+      expect(response.body).toBe('{"name":"Mint � �"}')
+    })
+
     it('then Content-Type parameters such as charset=utf-8 are fine', async () => {
       const app = await build()
 
@@ -128,9 +149,14 @@ describe.each(backends)('POST /plants on $name', (backend) => {
       await expectNothingStored(app, '1')
     })
 
-    it('then a body that is not valid UTF-8 is a 400', async () => {
+    it.each([
+      ['a broken two-byte sequence', [0xc3, 0x28]],
+      ['a broken sequence next to a genuine U+FFFD', [0xef, 0xbf, 0xbd, 0xc3, 0x28]],
+      ['an overlong encoding', [0xc0, 0xaf]],
+      ['an encoded surrogate', [0xed, 0xa0, 0x80]]
+    ])('then a body that is not valid UTF-8 (%s) is a 400', async (_case, bytes) => {
       const app = await build()
-      const body = Buffer.concat([Buffer.from('{"id":1,"name":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
+      const body = Buffer.concat([Buffer.from('{"id":1,"name":"'), Buffer.from(bytes), Buffer.from('"}')])
 
       const response = await app.inject({
         method: 'POST', url: '/plants', headers: { 'content-type': 'application/json', ...bearer() }, payload: body

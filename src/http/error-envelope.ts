@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -9,7 +8,7 @@ import {
 } from '../errors.js'
 import { StoreUnavailableError } from '../store/plant-store.js'
 import { answerUnmatched } from './method-not-allowed.js'
-import { REQUEST_ID_HEADER } from './request-id.js'
+import { newRequestId, REQUEST_ID_HEADER } from './request-id.js'
 import { sendError } from './send-error.js'
 
 /**
@@ -77,7 +76,7 @@ export function clientError (error: Error & { code?: string }, socket: Socket): 
       `HTTP/1.1 ${envelope.statusCode} ${STATUS_CODES[envelope.statusCode] ?? ''}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      `${REQUEST_ID_HEADER}: ${randomUUID()}\r\n` +
+      `${REQUEST_ID_HEADER}: ${newRequestId()}\r\n` +
       'Connection: close\r\n\r\n' +
       body
     )

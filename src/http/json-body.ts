@@ -1,9 +1,9 @@
+import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { invalidJson, invalidRequest, unsupportedMediaType } from '../errors.js'
 import { JsonSyntaxError, parseExactJson } from './exact-json.js'
 
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)/i
 
 /**
@@ -35,16 +35,19 @@ function parseJsonBody (request: FastifyRequest, body: Buffer): unknown {
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
     throw unsupportedMediaType('application/json bodies must be UTF-8')
   }
-  let text: string
-  try {
-    text = utf8.decode(body)
-  } catch {
-    throw invalidRequest('request body is not valid UTF-8')
-  }
+  // A leading byte order mark is ignored, as RFC 8259 §8.1 lets a parser do.
+  const text = body.toString('utf8', hasByteOrderMark(body) ? 3 : 0)
+  // Decoding replaces each invalid sequence with U+FFFD, so only a text holding one needs the check
+  // (and an ASCII text, stored one byte per character, answers `includes` without looking).
+  if (text.includes('\uFFFD') && !isUtf8(body)) throw invalidRequest('request body is not valid UTF-8')
   try {
     return parseExactJson(text)
   } catch (error) {
     if (error instanceof JsonSyntaxError) throw invalidJson(error.message)
     throw invalidJson('syntax error')
   }
+}
+
+function hasByteOrderMark (body: Buffer): boolean {
+  return body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf
 }

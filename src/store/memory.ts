@@ -26,7 +26,9 @@ export function openMemoryStore (): PlantStore {
       const existing = plants.get(plant.id)
       if (existing === undefined) {
         plants.set(plant.id, plant)
-        sortedIds.splice(positionAfter(plant.id), 0, plant.id)
+        const last = sortedIds.at(-1)
+        if (last === undefined || plant.id > last) sortedIds.push(plant.id)
+        else sortedIds.splice(positionAfter(plant.id), 0, plant.id)
         return { status: 'created', plant }
       }
       return outcomeOfMeeting(existing, plant)
