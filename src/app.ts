@@ -14,6 +14,7 @@ import { requestIdFor, requestIdHeader } from './http/request-id.js'
 import { pipelinedWrites } from './http/pipelined-writes.js'
 import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
+import { turnBatchedHandlers } from './http/turn-batched-handlers.js'
 import { validation } from './http/validation.js'
 import type { PlantStore } from './store/plant-store.js'
 import { SERVICE_VERSION } from './version.js'
@@ -111,6 +112,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     maxInFlightRequests: config.maxInFlightRequests ?? 0
   })
 
+  await app.register(turnBatchedHandlers)
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
   await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })

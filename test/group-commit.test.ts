@@ -75,7 +75,7 @@ describe.each(durableBackends)('Group commit on $name', (backend) => {
       false,
       false
     ])
-    expect(await store.get(4n)).toEqual({ id: 4n, name: 'Twin' })
+    expect(await store.get(4n)).toBe('{"id":4,"name":"Twin"}')
     expect(await store.get(5n)).toBeUndefined()
   })
 
@@ -108,29 +108,54 @@ describe.each(durableBackends)('Group commit on $name', (backend) => {
   })
 })
 
-describe('Batched reads on PostgreSQL', () => {
+const readBatchingBackends = [
+  {
+    name: 'SQLite',
+    open: async (readBatches: number[]) =>
+      openSqliteStore(join(temporaryFolder(), 'reads.db'), { onReadBatch: (size) => readBatches.push(size) })
+  },
+  {
+    name: 'PostgreSQL',
+    open: async (readBatches: number[]) =>
+      openPostgresStore(await createTestDatabase(), { ...TEST_POSTGRES_OPTIONS, onReadBatch: (size) => readBatches.push(size) })
+  }
+]
+
+describe.each(readBatchingBackends)('Batched reads on $name', (backend) => {
   it('answers concurrent GETs, found and missing, each with its own plant, in shared queries', async () => {
     const readBatches: number[] = []
-    const url = await createTestDatabase()
-    const store = await openPostgresStore(url, { ...TEST_POSTGRES_OPTIONS, onReadBatch: (size) => readBatches.push(size) })
+    const store = await backend.open(readBatches)
     onTestFinished(() => store.close())
-    await Promise.all([1n, 2n, 9007199254740993n].map((id) => store.create({ id, name: `plant ${id}`, tag: 't' })))
+    await Promise.all([1n, 2n, 9007199254740993n, -(2n ** 63n)].map((id) => store.create({ id, name: `plant "${id}"`, tag: 't' })))
 
     const lone = await store.get(2n)
-    const ids = [9007199254740993n, 1n, 404n, 2n, 1n, ...Array.from({ length: 45 }, (_, index) => BigInt(1000 + index))]
+    const ids = [9007199254740993n, 1n, 404n, 2n, 1n, -(2n ** 63n), ...Array.from({ length: 44 }, (_, index) => BigInt(1000 + index))]
     const together = await Promise.all(ids.map((id) => store.get(id)))
 
-    expect(lone).toEqual({ id: 2n, name: 'plant 2', tag: 't' })
-    expect(together.slice(0, 5)).toEqual([
-      { id: 9007199254740993n, name: 'plant 9007199254740993', tag: 't' },
-      { id: 1n, name: 'plant 1', tag: 't' },
+    expect(lone).toBe('{"id":2,"name":"plant \\"2\\"","tag":"t"}')
+    expect(together.slice(0, 6)).toEqual([
+      '{"id":9007199254740993,"name":"plant \\"9007199254740993\\"","tag":"t"}',
+      '{"id":1,"name":"plant \\"1\\"","tag":"t"}',
       undefined,
-      { id: 2n, name: 'plant 2', tag: 't' },
-      { id: 1n, name: 'plant 1', tag: 't' }
+      '{"id":2,"name":"plant \\"2\\"","tag":"t"}',
+      '{"id":1,"name":"plant \\"1\\"","tag":"t"}',
+      '{"id":-9223372036854775808,"name":"plant \\"-9223372036854775808\\"","tag":"t"}'
     ])
-    expect(together.slice(5)).toEqual(Array.from({ length: 45 }, () => undefined))
+    expect(together.slice(6)).toEqual(Array.from({ length: 44 }, () => undefined))
     // The lone read went alone; the 50 asked for in one event-loop turn shared one query.
     expect(readBatches).toEqual([1, 50])
+  })
+
+  it('rejects the reads of a batch whose query fails', async () => {
+    const readBatches: number[] = []
+    const store = await backend.open(readBatches)
+    await store.create({ id: 1n, name: 'Fern' })
+    await store.close()
+
+    const failed = await Promise.allSettled([store.get(1n), store.get(2n)])
+
+    expect(failed.map((result) => result.status)).toEqual(['rejected', 'rejected'])
+    expect(readBatches).toEqual([])
   })
 })
 

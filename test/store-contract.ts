@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { INT64_MAX, INT64_MIN } from '../src/schemas.js'
-import type { PlantStore } from '../src/store/plant-store.js'
+import type { PlantRecord, PlantStore } from '../src/store/plant-store.js'
 
 /**
  * What the routes rely on from every storage adapter. Each backend's test file runs this same suite
@@ -76,6 +76,38 @@ export function storeContract (backendName: string, open: () => Promise<PlantSto
       }
     }))
 
+    it('reads a plant as its exact JSON document, escaping as JSON.stringify does', () => withStore(async (store) => {
+      const plants: PlantRecord[] = [
+        { id: INT64_MIN, name: 'smallest' },
+        { id: INT64_MAX, name: 'largest', tag: '' },
+        { id: 2n ** 53n + 1n, name: 'quote " backslash \\ slash /', tag: 'controls \u0001\n\t\u001f del \u007f' },
+        { id: -7n, name: '\u{1F331} Cafe\u0301 \u05E9\u05DC\u05D5\u05DD \u2028 \u{10FFFF}', tag: ' \uFEFF\u{1D11E}' }
+      ]
+      for (const plant of plants) await store.create(plant)
+
+      for (const plant of plants) expect(await store.get(plant.id)).toBe(referenceDocument(plant))
+      expect(await store.get(8n)).toBeUndefined()
+    }))
+
+    it('reads pages in id order, naming the next page only while more plants follow', () => withStore(async (store) => {
+      const ids = [5n, -3n, 2n ** 60n, 0n, 9n]
+      for (const id of ids) await store.create({ id, name: `plant ${id}`, ...(id === 0n ? {} : { tag: 'x' }) })
+      const documents = [...ids].sort((a, b) => (a < b ? -1 : 1))
+        .map((id) => referenceDocument({ id, name: `plant ${id}`, ...(id === 0n ? {} : { tag: 'x' }) }))
+
+      expect(await store.list({ limit: 2 })).toEqual({ json: `[${documents.slice(0, 2).join(',')}]`, nextAfter: 0n })
+      expect(await store.list({ after: 0n, limit: 2 })).toEqual({ json: `[${documents.slice(2, 4).join(',')}]`, nextAfter: 9n })
+      expect(await store.list({ after: 9n, limit: 2 })).toEqual({ json: `[${documents[4]}]` })
+      expect(await store.list({ after: 4n, limit: 3 })).toEqual({ json: `[${documents.slice(2).join(',')}]` })
+      expect(await store.list({ limit: 100 })).toEqual({ json: `[${documents.join(',')}]` })
+      expect(await store.list({ after: INT64_MAX, limit: 10 })).toEqual({ json: '[]' })
+      expect(JSON.parse((await store.list({ after: -4n, limit: 1 })).json)).toEqual([{ id: -3, name: 'plant -3', tag: 'x' }])
+    }))
+
+    it('reads an empty store as an empty page', () => withStore(async (store) => {
+      expect(await store.list({ limit: 1 })).toEqual({ json: '[]' })
+    }))
+
     it('keeps the first generated token digest', () => withStore(async (store) => {
       const first = Buffer.alloc(32, 1)
       const second = Buffer.alloc(32, 2)
@@ -88,4 +120,10 @@ export function storeContract (backendName: string, open: () => Promise<PlantSto
       await expect(store.ping()).resolves.toBeUndefined()
     }))
   })
+}
+
+/** What every backend must answer for a plant: JSON.stringify's text, keys in schema order, the id exact. */
+function referenceDocument ({ id, name, tag }: PlantRecord): string {
+  const text = JSON.stringify(tag === undefined ? { id: 0, name } : { id: 0, name, tag })
+  return text.replace('{"id":0,', `{"id":${id},`)
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
@@ -93,12 +93,9 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   }, async (request, reply) => {
     const limit = request.query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(request.query.limit)
     const after = request.query.after === undefined ? undefined : BigInt(request.query.after)
-    const page = await store.list(after === undefined ? { limit: limit + 1 } : { after, limit: limit + 1 })
-    if (page.length > limit) {
-      page.length = limit
-      reply.header('link', `</plants?limit=${limit}&after=${page[limit - 1]?.id}>; rel="next"`)
-    }
-    return page
+    const page = await store.list(after === undefined ? { limit } : { after, limit })
+    if (page.nextAfter !== undefined) reply.header('link', `</plants?limit=${limit}&after=${page.nextAfter}>; rel="next"`)
+    return sendJsonDocument(reply, page.json)
   })
 
   plants.get('/:id', {
@@ -115,11 +112,11 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         404: errorResponses[404]
       }
     }
-  }, async (request) => {
+  }, async (request, reply) => {
     const id = BigInt(request.params.id)
     const plant = await store.get(id)
     if (plant === undefined) throw plantNotFound(id)
-    return plant
+    return sendJsonDocument(reply, plant)
   })
 
   plants.delete('/:id', {
@@ -143,6 +140,15 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     if (!await store.delete(id)) throw plantNotFound(id)
     return reply.code(204).send()
   })
+}
+
+/**
+ * Sends a JSON document the store built (see `PlantJson`) as it is: Fastify serializes only what is not
+ * already text. Its shape is the route's response schema, which the store contract tests hold every
+ * backend to.
+ */
+function sendJsonDocument (reply: FastifyReply, json: string): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(json)
 }
 
 function toPlant ({ name, tag }: PlantRecord): Plant {

@@ -1,4 +1,4 @@
-import { outcomeOfMeeting, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
+import { outcomeOfMeeting, pageOf, plantJson, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 /** Keeps plants in memory: for tests and throwaway runs (`DATABASE_URL=memory:`); nothing survives a restart. */
 export function openMemoryStore (): PlantStore {
@@ -34,11 +34,17 @@ export function openMemoryStore (): PlantStore {
       return outcomeOfMeeting(existing, plant)
     },
     async get (id) {
-      return plants.get(id)
+      const plant = plants.get(id)
+      return plant === undefined ? undefined : plantJson(plant.id, plant.name, plant.tag)
     },
     async list ({ after, limit }) {
       const start = after === undefined ? 0 : positionAfter(after)
-      return sortedIds.slice(start, start + limit).map((id) => plants.get(id) as PlantRecord)
+      const ids = sortedIds.slice(start, start + limit + 1)
+      const documents = ids.map((id) => {
+        const plant = plants.get(id) as PlantRecord
+        return plantJson(plant.id, plant.name, plant.tag)
+      })
+      return pageOf(documents, limit, (index) => ids[index] as bigint)
     },
     async delete (id) {
       if (!plants.delete(id)) return false

@@ -4,6 +4,7 @@
  *
  * Ids cross the port as `bigint` so every int64 is exact on every backend.
  */
+import { jsonString } from '../json-text.js'
 
 export interface PlantRecord {
   readonly id: bigint
@@ -20,6 +21,21 @@ export type CreateOutcome =
   /** The id is taken by a plant with another name or tag, which `existing` holds; nothing changed. */
   | { readonly status: 'conflict', readonly existing: PlantRecord }
 
+/**
+ * A plant as the JSON document reads answer with: `{"id":…,"name":"…","tag":"…"}`, keys in that order,
+ * no `tag` key for a plant without one, the id an exact integer literal. Reads return the document, not
+ * a record, so each backend builds it where that is cheapest (PostgreSQL in SQL, the others from the
+ * row with `plantJson`) and no read builds objects only for them to be serialized again.
+ */
+export type PlantJson = string
+
+/** A page of plants: `json` is a JSON array of PlantJson documents. */
+export interface PlantPage {
+  readonly json: string
+  /** The last id on this page when more plants follow it; absent on the last page. */
+  readonly nextAfter?: bigint
+}
+
 export interface PlantStore {
   /** Which backend this is, for the start-up log line. */
   readonly backend: 'memory' | 'sqlite' | 'postgres'
@@ -28,13 +44,13 @@ export interface PlantStore {
    * Rejects with StoreUnavailableError when the database cannot serve the request right now.
    */
   create (plant: PlantRecord): Promise<CreateOutcome>
-  /** The plant with this id, or undefined. */
-  get (id: bigint): Promise<PlantRecord | undefined>
+  /** The plant with this id as its JSON document, or undefined. */
+  get (id: bigint): Promise<PlantJson | undefined>
   /**
    * Up to `limit` plants ordered by id ascending, starting after `after` (exclusive; it need not exist)
    * or at the smallest id. Keyset pagination: the cost does not grow with the position in the store.
    */
-  list (page: { readonly after?: bigint, readonly limit: number }): Promise<PlantRecord[]>
+  list (page: { readonly after?: bigint, readonly limit: number }): Promise<PlantPage>
   /** Deletes the plant; resolves true once the delete is durably committed, false if there was none. */
   delete (id: bigint): Promise<boolean>
   /**
@@ -62,6 +78,21 @@ export interface PlantRow { readonly id: bigint, readonly name: string, readonly
 
 export function recordOfRow (row: PlantRow): PlantRecord {
   return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+}
+
+export function plantJson (id: bigint, name: string, tag: string | null | undefined): PlantJson {
+  return tag === null || tag === undefined
+    ? `{"id":${id},"name":${jsonString(name)}}`
+    : `{"id":${id},"name":${jsonString(name)},"tag":${jsonString(tag)}}`
+}
+
+/**
+ * The page of `limit` plants out of `documents`, which holds the page's documents and, when more plants
+ * follow, one more (read to find that out); `idOf(index)` is the id of a document.
+ */
+export function pageOf (documents: readonly PlantJson[], limit: number, idOf: (index: number) => bigint): PlantPage {
+  if (documents.length <= limit) return { json: `[${documents.join(',')}]` }
+  return { json: `[${documents.slice(0, limit).join(',')}]`, nextAfter: idOf(limit - 1) }
 }
 
 /** Thrown by adapters when the database cannot serve the request right now (busy, down, full); a 503. */

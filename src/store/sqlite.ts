@@ -5,13 +5,17 @@ import { GroupCommit, type WriteOperation } from './group-commit.js'
 import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
+import { jsonString } from '../json-text.js'
+import { ReadBatch } from './read-batch.js'
 import {
-  outcomeOfMeeting, recordOfRow, StoreOpenError, StoreUnavailableError, type CreateOutcome, type PlantRecord, type PlantStore
+  outcomeOfMeeting, pageOf, recordOfRow, StoreOpenError, StoreUnavailableError, type CreateOutcome, type PlantJson, type PlantStore
 } from './plant-store.js'
 
 export interface SqliteOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: (size: number) => void
+  /** Called after each batch of single-plant reads with its size: for tests and metrics. */
+  readonly onReadBatch?: (size: number) => void
   /**
    * How long a write waits for another connection's lock before the request gets a 503. The wait blocks
    * the event loop (better-sqlite3 is synchronous), so it is short.
@@ -21,6 +25,7 @@ export interface SqliteOptions {
 
 const DEFAULT_BUSY_TIMEOUT_MS = 250
 const MAX_BATCH_SIZE = 256
+const MAX_READ_BATCH_SIZE = 500
 
 /** Error codes that mean "not now" rather than "never": the request may succeed when retried. */
 const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
@@ -34,11 +39,11 @@ const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
 export function openSqliteStore (file: string, options: SqliteOptions = {}): PlantStore {
   const db = openSqliteDatabase(file, options)
 
-  // Rows as arrays: better-sqlite3 12 (Node 20) builds an object per row at about half a microsecond more
-  // per row (a list page of 101 rows: 116 → 75 µs); release 13 costs the same either way.
-  const selectPlant = rawRows(db.prepare<[bigint]>('SELECT id, name, tag FROM plants WHERE id = ?'))
-  const listFirst = rawRows(db.prepare<[number]>('SELECT id, name, tag FROM plants ORDER BY id LIMIT ?'))
-  const listAfter = rawRows(db.prepare<[bigint, number]>('SELECT id, name, tag FROM plants WHERE id > ? ORDER BY id LIMIT ?'))
+  const selectPlant = packedRows(db.prepare<[bigint]>(`SELECT ${PACKED_PLANT} FROM plants WHERE id = ?`))
+  const selectPlants = packedRows(db.prepare<[string]>(
+    `SELECT ${PACKED_PLANT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
+  const listFirst = packedRows(db.prepare<[number]>(`SELECT ${PACKED_PLANT} FROM plants ORDER BY id LIMIT ?`))
+  const listAfter = packedRows(db.prepare<[bigint, number]>(`SELECT ${PACKED_PLANT} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
   const insertTokenDigest = db.prepare<[Buffer, string]>(
     'INSERT INTO generated_access_token (singleton, sha256, created_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING')
   const selectTokenDigest = db.prepare<[], { sha256: Buffer }>(
@@ -63,6 +68,16 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   const writes = new GroupCommit(commitBatch,
     { maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted: options.onBatchCommitted })
 
+  // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
+  // driver for all of them costs about a third of a statement each (docs/benchmarks.md).
+  const reads = new ReadBatch<bigint, PlantJson>(async (ids) => {
+    const packed = unlessTransient(() => ids.length === 1 ? selectPlant.all(ids[0] as bigint) : selectPlants.all(`[${ids.join(',')}]`))
+    return new Map(packed.map((row) => {
+      const plant = unpack(row)
+      return [BigInt(plant.id), plant.json]
+    }))
+  }, MAX_READ_BATCH_SIZE, options.onReadBatch)
+
   const ensureTokenDigest = db.transaction((digest: Buffer): Buffer => {
     insertTokenDigest.run(digest, new Date().toISOString())
     return (selectTokenDigest.get() as { sha256: Buffer }).sha256
@@ -73,13 +88,13 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     create (plant) {
       return writes.submit({ kind: 'create', plant })
     },
-    async get (id) {
-      const row = unlessTransient(() => selectPlant.get(id))
-      return row === undefined ? undefined : recordOfColumns(row)
+    get (id) {
+      return reads.read(id)
     },
     async list ({ after, limit }) {
-      const rows = unlessTransient(() => after === undefined ? listFirst.all(limit) : listAfter.all(after, limit))
-      return rows.map(recordOfColumns)
+      const packed = unlessTransient(() => after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
+      const plants = packed.map(unpack)
+      return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
     },
     delete (id) {
       return writes.submit({ kind: 'delete', id })
@@ -95,6 +110,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       }
     },
     async close () {
+      await reads.whenIdle()
       await writes.whenIdle()
       await writer.close()
       if (db.open) db.close()
@@ -102,15 +118,26 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   }
 }
 
-/** `id, name, tag` as an array. */
-type PlantColumns = [id: bigint, name: string, tag: string | null]
+/**
+ * A plant read as one text, `id NUL name [NUL tag]`: the driver turns each value it returns into a
+ * JavaScript value at a fixed cost, so one text per row reads a page in about two thirds of the time
+ * three values take (docs/benchmarks.md). No name or tag holds U+0000 (the field rules refuse it).
+ */
+const PACKED_PLANT = "id || char(0) || name || CASE WHEN tag IS NULL THEN '' ELSE char(0) || tag END"
 
-function rawRows<P extends unknown[]> (statement: Statement<P>): Statement<P, PlantColumns> {
-  return statement.raw(true) as unknown as Statement<P, PlantColumns>
+function packedRows<P extends unknown[]> (statement: Statement<P>): Statement<P, string> {
+  return statement.pluck(true) as unknown as Statement<P, string>
 }
 
-function recordOfColumns ([id, name, tag]: PlantColumns): PlantRecord {
-  return tag === null ? { id, name } : { id, name, tag }
+/** The id (as decimal text) and the JSON document of a packed plant. */
+function unpack (packed: string): { readonly id: string, readonly json: PlantJson } {
+  const idEnd = packed.indexOf('\0')
+  const nameEnd = packed.indexOf('\0', idEnd + 1)
+  const id = packed.slice(0, idEnd)
+  const json = nameEnd === -1
+    ? `{"id":${id},"name":${jsonString(packed.slice(idEnd + 1))}}`
+    : `{"id":${id},"name":${jsonString(packed.slice(idEnd + 1, nameEnd))},"tag":${jsonString(packed.slice(nameEnd + 1))}}`
+  return { id, json }
 }
 
 /** Opens (creating it and its folder if needed) and migrates the database file, with the durability settings. */
