@@ -111,8 +111,13 @@ function startProcess (name: string, command: string[], env: Record<string, stri
   })
 }
 
+/** The Node.js flags `npm start` (and the image) run the service with: the shipped memory settings. */
+const SERVICE_NODE_FLAGS = (/node ((?:--\S+ )*)dist\/server\.js/.exec(
+  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start)?.[1] ?? '')
+  .split(' ').filter((flag) => flag !== '')
+
 function startService (name: string, databaseUrl: string): Promise<Target> {
-  return startProcess(name, [process.execPath, 'dist/server.js'], { DATABASE_URL: databaseUrl })
+  return startProcess(name, [process.execPath, ...SERVICE_NODE_FLAGS, 'dist/server.js'], { DATABASE_URL: databaseUrl })
 }
 
 function rssMb (pid: number | undefined): number {
