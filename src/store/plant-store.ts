@@ -24,8 +24,8 @@ export type CreateOutcome =
 /**
  * A plant as the JSON document reads answer with: `{"id":…,"name":"…","tag":"…"}`, keys in that order,
  * no `tag` key for a plant without one, the id an exact integer literal. Reads return the document, not
- * a record, so each backend builds it where that is cheapest (PostgreSQL in SQL, the others from the
- * row with `plantJson`) and no read builds objects only for them to be serialized again.
+ * a record, so each backend builds it straight from what its driver returns (`plantJson`) and no read
+ * builds objects only for them to be serialized again.
  */
 export type PlantJson = string
 
@@ -80,7 +80,8 @@ export function recordOfRow (row: PlantRow): PlantRecord {
   return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
 }
 
-export function plantJson (id: bigint, name: string, tag: string | null | undefined): PlantJson {
+/** A plant's JSON document; `id` may be a `bigint` or its decimal text as a database returned it. */
+export function plantJson (id: bigint | string, name: string, tag: string | null | undefined): PlantJson {
   return tag === null || tag === undefined
     ? `{"id":${id},"name":${jsonString(name)}}`
     : `{"id":${id},"name":${jsonString(name)},"tag":${jsonString(tag)}}`
