@@ -4,7 +4,8 @@ import { ReadBatch } from './read-batch.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
 import {
-  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreUnavailableError, type CreateOutcome, type PlantJson, type PlantRecord, type PlantRow, type PlantStore
+  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreUnavailableError,
+  type CreateOutcome, type PlantJson, type PlantRecord, type PlantRow, type PlantStore
 } from './plant-store.js'
 
 export interface PostgresOptions {
@@ -59,7 +60,12 @@ const READ_PLANTS = {
   rowMode: 'array',
   types: AS_TEXT
 } as const
-const LIST_FIRST = { name: 'plantstore-list-first', text: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1', rowMode: 'array', types: AS_TEXT } as const
+const LIST_FIRST = {
+  name: 'plantstore-list-first',
+  text: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1',
+  rowMode: 'array',
+  types: AS_TEXT
+} as const
 const LIST_AFTER = {
   name: 'plantstore-list-after',
   text: 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2',

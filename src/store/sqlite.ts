@@ -5,10 +5,9 @@ import { GroupCommit, type WriteOperation } from './group-commit.js'
 import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
-import { jsonString } from '../json-text.js'
 import { ReadBatch } from './read-batch.js'
 import {
-  outcomeOfMeeting, pageOf, recordOfRow, StoreOpenError, StoreUnavailableError, type CreateOutcome, type PlantJson, type PlantStore
+  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreOpenError, StoreUnavailableError, type CreateOutcome, type PlantJson, type PlantStore
 } from './plant-store.js'
 
 export interface SqliteOptions {
@@ -135,8 +134,8 @@ function unpack (packed: string): { readonly id: string, readonly json: PlantJso
   const nameEnd = packed.indexOf('\0', idEnd + 1)
   const id = packed.slice(0, idEnd)
   const json = nameEnd === -1
-    ? `{"id":${id},"name":${jsonString(packed.slice(idEnd + 1))}}`
-    : `{"id":${id},"name":${jsonString(packed.slice(idEnd + 1, nameEnd))},"tag":${jsonString(packed.slice(nameEnd + 1))}}`
+    ? plantJson(id, packed.slice(idEnd + 1), null)
+    : plantJson(id, packed.slice(idEnd + 1, nameEnd), packed.slice(nameEnd + 1))
   return { id, json }
 }
 
