@@ -2,6 +2,8 @@ import { connect, type AddressInfo } from 'node:net'
 import { hostname } from 'node:os'
 import { Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
+import type { PlantStore } from '../src/store/plant-store.js'
+import { openMemoryStore } from '../src/store/memory.js'
 import { bearer, buildTestApp } from './helper.js'
 
 function collectingStream (): { stream: Writable, lines: () => Array<Record<string, unknown>> } {
@@ -85,6 +87,23 @@ describe('The log line of a completed request', () => {
 
     const ids = log.lines().filter((line) => line.msg === 'request completed').map((line) => line.reqId)
     expect(ids.sort()).toEqual(Array.from({ length: 20 }, (_, index) => `many-${index}`).sort())
+  })
+
+  it('shares its request id with every other line the request logs, such as a 500\'s error', async () => {
+    const log = collectingStream()
+    const store: PlantStore = { ...openMemoryStore(), get: () => Promise.reject(new Error('disk on fire')) }
+    const app = await buildTestApp({ store, logStream: log.stream, config: { logLevel: 'info' } })
+
+    const response = await app.inject({ method: 'GET', url: '/plants/5', headers: { ...bearer(), 'x-request-id': 'failing-1' } })
+    await nextTurn()
+
+    expect(response.statusCode).toBe(500)
+    const lines = log.lines().filter((line) => line.reqId === 'failing-1')
+    expect(lines.map((line) => [line.level, line.msg])).toEqual([
+      [50, 'internal error; quote request id failing-1 to the operator'],
+      [30, 'request completed']
+    ])
+    expect(lines[0]?.err).toMatchObject({ message: 'disk on fire' })
   })
 
   it('is not written below the info level', async () => {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os'
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
-import { jsonString } from '../json-text.js'
 import { pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type LevelWithSilentOrString, type LogFn } from 'pino'
+import { jsonString } from '../json-text.js'
 
 /** Log paths that must never be written, whatever a future serializer adds. */
 export const logRedaction = {
@@ -23,6 +23,7 @@ const INFO = pino.levels.values.info as number
  * line goes through the request's logger.
  */
 export class CompletedRequestLog extends LogController {
+  readonly #enabled: boolean
   readonly #destination: DestinationStream | undefined
   readonly #lineStart = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"reqId":`
   #pendingLines = ''
@@ -30,7 +31,8 @@ export class CompletedRequestLog extends LogController {
 
   constructor (level: LevelWithSilentOrString, destination?: DestinationStream) {
     super()
-    this.#destination = (pino.levels.values[level] ?? Infinity) <= INFO ? destination : undefined
+    this.#enabled = (pino.levels.values[level] ?? Infinity) <= INFO
+    this.#destination = destination
   }
 
   /** Hands the lines waiting for the end of this event-loop turn to the stream now. */
@@ -45,6 +47,7 @@ export class CompletedRequestLog extends LogController {
   override incomingRequest (): void {}
 
   override requestCompleted (_error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (!this.#enabled) return
     if (this.#destination === undefined) {
       reply.log.info({
         method: request.method,

@@ -38,7 +38,6 @@ const TRANSIENT_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL)/
 export function openSqliteStore (file: string, options: SqliteOptions = {}): PlantStore {
   const db = openSqliteDatabase(file, options)
 
-  const selectPlant = packedRows(db.prepare<[bigint]>(`SELECT ${PACKED_PLANT} FROM plants WHERE id = ?`))
   const selectPlants = packedRows(db.prepare<[string]>(
     `SELECT ${PACKED_PLANT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
   const listFirst = packedRows(db.prepare<[number]>(`SELECT ${PACKED_PLANT} FROM plants ORDER BY id LIMIT ?`))
@@ -70,7 +69,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
   // driver for all of them costs about a third of a statement each (docs/benchmarks.md).
   const reads = new ReadBatch<bigint, PlantJson>(async (ids) => {
-    const packed = unlessTransient(() => ids.length === 1 ? selectPlant.all(ids[0] as bigint) : selectPlants.all(`[${ids.join(',')}]`))
+    const packed = unlessTransient(() => selectPlants.all(`[${ids.join(',')}]`))
     return new Map(packed.map((row) => {
       const plant = unpack(row)
       return [BigInt(plant.id), plant.json]
