@@ -1,8 +1,9 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
-import type { AccessTokens } from './auth/tokens.js'
+import type { AccessTokenRegistry } from './auth/token-registry.js'
 import type { Config } from './config.js'
 import { shuttingDown } from './errors.js'
+import { adminRoutes } from './http/admin.js'
 import { docsRoutes, openApiDocument } from './http/docs.js'
 import { clientError, errorEnvelope, frameworkError } from './http/error-envelope.js'
 import { healthRoutes } from './http/health.js'
@@ -35,7 +36,8 @@ export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
 
 export interface AppDependencies {
   readonly store: PlantStore
-  readonly accessTokens: AccessTokens
+  /** The accepted tokens; the app keeps them current while it runs (see `watch`). */
+  readonly accessTokens: AccessTokenRegistry
   /** Where log lines go; standard output when absent. */
   readonly logStream?: DestinationStream
 }
@@ -82,6 +84,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     done()
   })
 
+  app.decorateRequest('accessToken', null)
   await app.register(knownRoutes)
   await app.register(requestIdHeader)
   await app.register(pipelinedWrites)
@@ -105,7 +108,10 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     if (closing) reply.header('connection', 'close')
     done(null, payload)
   })
-  app.addHook('onClose', async () => { await store.close() })
+  app.addHook('onClose', async () => {
+    accessTokens.stopWatching()
+    await store.close()
+  })
 
   await app.register(loadShedding, {
     maxEventLoopDelayMs: config.maxEventLoopDelayMs ?? 0,
@@ -116,6 +122,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
   await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
+  await app.register(adminRoutes, { prefix: '/admin', accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
 
   await app.ready()
   return app

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs'
-import { parseTokenList } from './auth/tokens.js'
+import { parseTokenList, type ConfiguredToken } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
 
 /**
@@ -20,8 +20,8 @@ export interface Config {
     readonly connectTimeoutMs: number
     readonly statementTimeoutMs: number
   }
-  /** SHA-256 digests of the accepted tokens; empty means "use the generated token". */
-  readonly tokenDigests: readonly Buffer[]
+  /** The tokens of `PLANTSTORE_TOKENS` (or its file), as digests; empty means "the store's tokens only". */
+  readonly tokens: readonly ConfiguredToken[]
   readonly logLevel: LogLevel
   readonly bodyLimit: number
   /** Requests per minute per token on /plants; 0 turns per-token rate limiting off. */
@@ -83,7 +83,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       connectTimeoutMs: read(() => integerVariable(env, 'DATABASE_CONNECT_TIMEOUT_MS', 2000, 100, 600_000), 0),
       statementTimeoutMs: read(() => integerVariable(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000), 0)
     }),
-    tokenDigests: Object.freeze(read(() => tokensVariable(env), [])),
+    tokens: Object.freeze(read(() => tokensVariable(env), [])),
     logLevel: read(() => logLevelVariable(env), 'info'),
     bodyLimit: read(() => integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024), 0),
     rateLimitPerMinute: read(() => integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000), 0),
@@ -148,8 +148,16 @@ function databaseUrlVariable (env: Env): string {
   throw new ConfigError(variable, 'must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"')
 }
 
+/**
+ * The tokens of `PLANTSTORE_TOKENS_FILE` (read again now) or `PLANTSTORE_TOKENS`: what `SIGHUP` reloads.
+ * Throws ConfigError naming the variable when they are not valid.
+ */
+export function loadConfiguredTokens (env: Env = process.env): ConfiguredToken[] {
+  return tokensVariable(env)
+}
+
 /** `PLANTSTORE_TOKENS`, or `PLANTSTORE_TOKENS_FILE` with one entry per line or comma-separated and `#` comment lines. */
-function tokensVariable (env: Env): Buffer[] {
+function tokensVariable (env: Env): ConfiguredToken[] {
   const text = secretOf(env, 'PLANTSTORE_TOKENS')
   if (text === undefined) return []
   const fromFile = valueOf(env, 'PLANTSTORE_TOKENS_FILE') !== undefined

@@ -51,6 +51,13 @@ export const invalidToken = () =>
     'the bearer token is missing, malformed or not accepted',
     { 'www-authenticate': `${BEARER_REALM}, error="invalid_token"` })
 
+// 403 ------------------------------------------------------------------------------------------
+
+export const insufficientScope = (scope: string) =>
+  new PlantstoreError(403,
+    `this token lacks the scope "${scope}", which this operation needs`,
+    { 'www-authenticate': `${BEARER_REALM}, error="insufficient_scope", scope="${scope}"` })
+
 // 404 / 405 / 408 / 409 ------------------------------------------------------------------------
 
 export const routeNotFound = (method: string, path: string) =>
@@ -60,6 +67,17 @@ export const methodNotAllowed = (method: string, path: string, allowed: readonly
   new PlantstoreError(405,
     `${path} does not support ${method}; allowed: ${allowed.join(', ')}`,
     { allow: allowed.join(', ') })
+
+export const accessTokenNotFound = (id: string) =>
+  new PlantstoreError(404, `no access token has id ${JSON.stringify(id)}`)
+
+export const accessTokenNameTaken = (name: string) =>
+  new PlantstoreError(409, `a live access token is already named "${name}"; revoke it or choose another name`)
+
+export const environmentTokenNotRevocable = (name: string) =>
+  new PlantstoreError(409,
+    `the access token "${name}" comes from the environment and cannot be revoked over HTTP: remove it from ` +
+    'the token file and send SIGHUP, or from PLANTSTORE_TOKENS and restart')
 
 export const requestTimeout = () =>
   new PlantstoreError(408, 'the request was not received in time')

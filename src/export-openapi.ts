@@ -1,13 +1,14 @@
 import { writeFile } from 'node:fs/promises'
 import { buildApp } from './app.js'
-import { AccessTokens, digestToken } from './auth/tokens.js'
+import { AccessTokenRegistry } from './auth/token-registry.js'
 import { openMemoryStore } from './store/memory.js'
 
 /** `npm run openapi`: writes the document the app serves to openapi/openapi.json. */
 async function renderOpenApiDocument (): Promise<string> {
+  const store = openMemoryStore()
   const app = await buildApp(
     { bodyLimit: 16384, logLevel: 'silent', prettyLogs: false },
-    { store: openMemoryStore(), accessTokens: new AccessTokens([digestToken('unused')]) })
+    { store, accessTokens: new AccessTokenRegistry(store.tokens) })
   try {
     return `${JSON.stringify(app.swagger(), null, 2)}\n`
   } finally {

@@ -1,4 +1,5 @@
 import { Kind, Type, TypeRegistry, type Static, type TSchema } from '@sinclair/typebox'
+import { isScope, SCOPES, type Scope } from './auth/scopes.js'
 
 /**
  * The single definition of every shape plantstore reads or writes. Routes validate and serialize with
@@ -61,7 +62,24 @@ export function isIntegerText (value: unknown, rule: IntegerTextRule): value is 
     integer <= (rule.maximum === undefined ? INT64_MAX : BigInt(rule.maximum))
 }
 
+/** RFC 3339 `date-time` (the JSON Schema format): a zone is required, `T` and `Z` in either case. */
+const RFC3339_DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
+
+export function isDateTime (value: unknown): value is string {
+  return typeof value === 'string' && RFC3339_DATE_TIME.test(value) && !Number.isNaN(Date.parse(value.toUpperCase()))
+}
+
+/** An access token's name (API.md): 1–64 characters of `[A-Za-z0-9._-]`. */
+export const TOKEN_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$'
+const TOKEN_NAME = new RegExp(TOKEN_NAME_PATTERN)
+/** An access token's id: a UUID for stored tokens, `env:<name>` for those of PLANTSTORE_TOKENS. */
+const TOKEN_ID = /^[A-Za-z0-9:._-]{1,80}$/
+
 TypeRegistry.Set('Int64', (_schema, value) => isInt64(value))
+TypeRegistry.Set('Scope', (_schema, value) => typeof value === 'string' && isScope(value))
+TypeRegistry.Set('DateTime', (_schema, value) => isDateTime(value))
+TypeRegistry.Set('TokenName', (_schema, value) => typeof value === 'string' && TOKEN_NAME.test(value))
+TypeRegistry.Set('TokenId', (_schema, value) => typeof value === 'string' && TOKEN_ID.test(value))
 TypeRegistry.Set<IntegerTextRule>('IntegerText', (schema, value) => isIntegerText(value, schema))
 TypeRegistry.Set<PlantTextRule>('PlantText', (schema, value) => plantTextViolation(value, schema) === undefined)
 
@@ -152,6 +170,89 @@ export const PageQuery = Type.Object({
 })
 export type PageQuery = Static<typeof PageQuery>
 
+const ScopeName = Type.Unsafe<Scope>({ [Kind]: 'Scope', type: 'string', enum: [...SCOPES] })
+
+const Scopes = (description: string) => Type.Array(ScopeName, {
+  minItems: 1,
+  uniqueItems: true,
+  description,
+  examples: [['plants:read']]
+})
+
+const DateTime = (description: string) => Type.Unsafe<string>({
+  [Kind]: 'DateTime',
+  type: 'string',
+  format: 'date-time',
+  description,
+  examples: ['2027-01-31T00:00:00.000Z']
+})
+
+const TokenName = Type.Unsafe<string>({
+  [Kind]: 'TokenName',
+  type: 'string',
+  minLength: 1,
+  maxLength: 64,
+  pattern: TOKEN_NAME_PATTERN,
+  description: 'What the token is for, shown in log lines and listings: 1–64 characters of A–Z, a–z, 0–9, ".", "_" ' +
+    'and "-", unique among live tokens',
+  examples: ['grafana-dashboard']
+})
+
+const tokenFields = {
+  id: Type.String({ description: 'The token\'s id: a UUID, or `env:<name>` for an entry of PLANTSTORE_TOKENS', examples: ['0b6f2e53-2f1c-4f4e-9a51-3c6d1f0e9a27'] }),
+  name: TokenName,
+  scopes: Scopes('What the token may do'),
+  createdAt: DateTime('When the token was made (for an entry of PLANTSTORE_TOKENS: when this instance read it), RFC 3339 UTC'),
+  expiresAt: Type.Optional(DateTime('When the token stops being accepted, RFC 3339 UTC; absent when it does not expire'))
+}
+
+export const NewAccessToken = Type.Object({
+  name: TokenName,
+  scopes: Scopes('What the token may do: a non-empty set of plants:read, plants:write and admin'),
+  expiresAt: Type.Optional(DateTime('When the token stops being accepted: a future RFC 3339 date-time; absent for never'))
+}, {
+  $id: 'NewAccessToken',
+  title: 'NewAccessToken',
+  description: 'An access token to make. Unknown properties are accepted and ignored.'
+})
+export type NewAccessToken = Static<typeof NewAccessToken>
+
+export const CreatedAccessToken = Type.Object({
+  ...tokenFields,
+  token: Type.String({
+    pattern: '^pst_[A-Za-z0-9_-]{43}$',
+    description: 'The token itself: `pst_` and 43 base64url characters. This response is the only time it is ' +
+      'shown; the service keeps only its SHA-256 digest.'
+  })
+}, {
+  $id: 'CreatedAccessToken',
+  title: 'CreatedAccessToken',
+  description: 'A token just made, with the token itself.'
+})
+export type CreatedAccessToken = Static<typeof CreatedAccessToken>
+
+export const AccessToken = Type.Object({
+  ...tokenFields,
+  source: Type.Union([Type.Literal('store'), Type.Literal('environment')], {
+    description: '`store` for tokens made at run time; `environment` for entries of PLANTSTORE_TOKENS, which only the operator can remove'
+  }),
+  revokedAt: Type.Optional(DateTime('When the token was revoked, RFC 3339 UTC; absent while it is not'))
+}, {
+  $id: 'AccessToken',
+  title: 'AccessToken',
+  description: 'An access token as listings show it: never the token or its digest.'
+})
+export type AccessToken = Static<typeof AccessToken>
+
+export const AccessTokenList = Type.Array(ref(AccessToken), {
+  description: 'Every token, live, expired and revoked, newest first.'
+})
+
+export const AccessTokenIdParams = Type.Object({
+  id: Type.Unsafe<string>({ [Kind]: 'TokenId', type: 'string', description: 'The id of the token', examples: ['0b6f2e53-2f1c-4f4e-9a51-3c6d1f0e9a27'] })
+})
+export type AccessTokenIdParams = Static<typeof AccessTokenIdParams>
+
 export const ErrorBody = Type.Object({
   error: Type.Integer({ format: 'int32', description: 'The HTTP status code of the response', examples: [400] }),
   message: Type.String({ description: 'What went wrong, as a human sentence', examples: ['name must be at most 256 characters long'] })
@@ -168,7 +269,7 @@ export const Health = Type.Object({
 export type Health = Static<typeof Health>
 
 /** Every schema with an `$id`: registered once on the app, emitted as OpenAPI components. */
-export const sharedSchemas: readonly TSchema[] = [Plant, NewPlant, StoredPlant, ErrorBody, Health]
+export const sharedSchemas: readonly TSchema[] = [Plant, NewPlant, StoredPlant, NewAccessToken, CreatedAccessToken, AccessToken, ErrorBody, Health]
 
 /** A `$ref` to a shared schema that still infers the referenced type in route handlers. */
 export function ref<T extends TSchema> (schema: T) {

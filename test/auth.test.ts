@@ -1,10 +1,7 @@
-import { readFileSync } from 'node:fs'
 import { Writable } from 'node:stream'
-import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { AccessTokens, digestToken, parseTokenList, resolveAccessTokens } from '../src/auth/tokens.js'
-import { openSqliteStore } from '../src/store/sqlite.js'
-import { buildTestApp, expectError, expectNothingStored, postPlant, temporaryFolder, TEST_TOKEN } from './helper.js'
+import { digestToken, parseTokenList } from '../src/auth/tokens.js'
+import { buildTestApp, expectError, expectNothingStored, postPlant, TEST_TOKEN } from './helper.js'
 
 const CHALLENGE = 'Bearer realm="plantstore"'
 const INVALID_TOKEN_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
@@ -56,7 +53,7 @@ describe('Authentication of /plants', () => {
       ['padding in the middle', 'ab=cd'],
       ['a comma-joined second credential', 'abc, Basic xyz']
     ])('then %s is a 401 with error="invalid_token"', async (_case, token) => {
-      const app = await buildTestApp({ tokens: [token, TEST_TOKEN] })
+      const app = await buildTestApp({ tokens: [`sha256:${digestToken(token).toString('hex')}`, TEST_TOKEN] })
 
       const response = await postPlant(app, { id: 2, name: 'Fern' }, { authorization: `Bearer ${token}` })
 
@@ -157,51 +154,41 @@ describe('Authentication of /plants', () => {
 })
 
 describe('PLANTSTORE_TOKENS', () => {
-  it('accepts plain tokens and sha256: digests, keeping only digests', () => {
+  it('accepts plain tokens and sha256: digests, keeping only digests, named by position with the plant scopes', () => {
     const digestHex = digestToken('from-a-digest').toString('hex')
 
-    const digests = parseTokenList(` plain-token , sha256:${digestHex.toUpperCase()} ,`)
+    const tokens = parseTokenList(` plain-token , sha256:${digestHex.toUpperCase()} ,`)
 
-    expect(digests.map((digest) => digest.toString('hex'))).toEqual([digestToken('plain-token').toString('hex'), digestHex])
-    const tokens = new AccessTokens(digests)
-    expect([tokens.accepts('plain-token'), tokens.accepts('from-a-digest'), tokens.accepts('other')]).toEqual([true, true, false])
+    expect(tokens).toEqual([
+      { name: 'environment-1', scopes: ['plants:read', 'plants:write'], digest: digestToken('plain-token') },
+      { name: 'environment-2', scopes: ['plants:read', 'plants:write'], digest: Buffer.from(digestHex, 'hex') }
+    ])
+  })
+
+  it('takes a name and scopes before the token, in either order', () => {
+    const digestHex = digestToken('ci-token-value').toString('hex')
+
+    const tokens = parseTokenList(`name=ci;scopes=plants:read+plants:write;sha256:${digestHex}, scopes=admin ; name=ops.team_1 ; ops-token-value,scopes=plants:read;reader`)
+
+    expect(tokens).toEqual([
+      { name: 'ci', scopes: ['plants:read', 'plants:write'], digest: digestToken('ci-token-value') },
+      { name: 'ops.team_1', scopes: ['admin'], digest: digestToken('ops-token-value') },
+      { name: 'environment-3', scopes: ['plants:read'], digest: digestToken('reader') }
+    ])
   })
 
   it.each([
     ['a short digest', 'sha256:abc', 'entry 1 must be "sha256:" followed by 64 hexadecimal digits'],
     ['a token with spaces', 'good,has space', 'entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)'],
-    ['only commas', ' , ,', 'holds no token; leave it unset to use a generated token']
-  ])('refuses %s without echoing it', (_case, text, message) => {
+    ['only commas', ' , ,', 'holds no token; leave it unset to use a generated token'],
+    ['an unknown scope', 'scopes=plants:read+plants:delete;abc', 'entry 1 has the unknown scope "plants:delete"; scopes are plants:read, plants:write and admin, joined by "+"'],
+    ['an empty scope list', 'scopes=;abc', 'entry 1 has the unknown scope ""; scopes are plants:read, plants:write and admin, joined by "+"'],
+    ['a bad name', 'name=has space;abc', 'entry 1 has a bad name: it must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'],
+    ['a name too long', `name=${'n'.repeat(65)};abc`, 'entry 1 has a bad name: it must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'],
+    ['an unknown attribute', 'owner=me;abc', 'entry 1 has "owner=" where only one "name=" and one "scopes=" may come before the token'],
+    ['a repeated name', 'name=ci;abc,name=ci;def', 'entry 2 repeats the name "ci"; names must be unique'],
+    ['a name that repeats a default name', 'abc,name=environment-1;def', 'entry 2 repeats the name "environment-1"; names must be unique']
+  ])('refuses %s without echoing the token', (_case, text, message) => {
     expect(() => parseTokenList(text)).toThrow(message)
-  })
-})
-
-describe('The generated token', () => {
-  it('is made once, stored only as a digest, and accepted by later starts', async () => {
-    const file = join(temporaryFolder(), 'tokens.db')
-    const firstStore = openSqliteStore(file)
-    const first = await resolveAccessTokens([], firstStore)
-    await firstStore.close()
-
-    const secondStore = openSqliteStore(file)
-    const second = await resolveAccessTokens([], secondStore)
-    await secondStore.close()
-
-    expect(first.generatedToken).toMatch(/^[A-Za-z0-9_-]{43}$/)
-    expect(second.generatedToken).toBeUndefined()
-    expect(second.accessTokens.accepts(first.generatedToken ?? '')).toBe(true)
-    expect(second.accessTokens.accepts('anything-else')).toBe(false)
-    expect(readFileSync(file).includes(first.generatedToken ?? '')).toBe(false)
-    expect(readFileSync(file).includes(digestToken(first.generatedToken ?? ''))).toBe(true)
-  })
-
-  it('is not used when tokens are configured', async () => {
-    const store = openSqliteStore(join(temporaryFolder(), 'tokens.db'))
-
-    const resolved = await resolveAccessTokens([digestToken('configured')], store)
-    await store.close()
-
-    expect(resolved.generatedToken).toBeUndefined()
-    expect(resolved.accessTokens.accepts('configured')).toBe(true)
   })
 })

@@ -16,7 +16,7 @@ describe('Configuration from the environment', () => {
       host: '127.0.0.1',
       databaseUrl: 'sqlite:./data/plantstore.db',
       database: { poolSize: 10, connectTimeoutMs: 2000, statementTimeoutMs: 5000 },
-      tokenDigests: [],
+      tokens: [],
       logLevel: 'info',
       bodyLimit: 16384,
       rateLimitPerMinute: 0,
@@ -48,7 +48,7 @@ describe('Configuration from the environment', () => {
       host: '0.0.0.0',
       databaseUrl: 'postgresql://plantstore:pw@db.internal:5432/plants',
       database: { poolSize: 20, connectTimeoutMs: 1500, statementTimeoutMs: 3000 },
-      tokenDigests: [digestToken('abc')],
+      tokens: [{ name: 'environment-1', scopes: ['plants:read', 'plants:write'], digest: digestToken('abc') }],
       logLevel: 'warn',
       bodyLimit: 1024,
       rateLimitPerMinute: 600,
@@ -114,8 +114,8 @@ describe('Secrets from files (the _FILE variants Docker and Kubernetes secrets p
     const digest = digestToken('third').toString('hex')
     const file = secretFile(`# CI and the dashboard\nfirst\n  second , sha256:${digest}\n\n`)
 
-    expect(loadConfig({ PLANTSTORE_TOKENS_FILE: file }, false).tokenDigests)
-      .toEqual([digestToken('first'), digestToken('second'), digestToken('third')])
+    expect(loadConfig({ PLANTSTORE_TOKENS_FILE: file }, false).tokens.map((token) => [token.name, token.digest]))
+      .toEqual([['environment-1', digestToken('first')], ['environment-2', digestToken('second')], ['environment-3', digestToken('third')]])
   })
 
   it('takes the file over the variable when both are set (the image sets DATABASE_URL to its SQLite default)', () => {
@@ -125,7 +125,7 @@ describe('Secrets from files (the _FILE variants Docker and Kubernetes secrets p
     const config = loadConfig({ DATABASE_URL: 'sqlite:/data/plantstore.db', DATABASE_URL_FILE: url, PLANTSTORE_TOKENS: 'from-the-variable', PLANTSTORE_TOKENS_FILE: tokens }, false)
 
     expect(config.databaseUrl).toBe('postgres://plantstore:pw@db.internal:5432/plants')
-    expect(config.tokenDigests).toEqual([digestToken('from-the-file')])
+    expect(config.tokens.map((token) => token.digest)).toEqual([digestToken('from-the-file')])
   })
 
   it.each([

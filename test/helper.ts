@@ -7,7 +7,8 @@ import { expect, onTestFinished } from 'vitest'
 import { buildApp, type AppConfig } from '../src/app.js'
 import type { LogLevel } from '../src/config.js'
 import { CAPTURED_LOG_LEVEL, capturedLogStream } from './log-capture.js'
-import { AccessTokens, digestToken } from '../src/auth/tokens.js'
+import { AccessTokenRegistry } from '../src/auth/token-registry.js'
+import { parseTokenList } from '../src/auth/tokens.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { openPostgresStore, type PostgresOptions } from '../src/store/postgres.js'
@@ -19,17 +20,21 @@ export const TEST_TOKEN = 'plantstore-test-token-5f1c2a'
 export interface TestAppOptions {
   readonly store?: PlantStore
   readonly config?: Partial<AppConfig>
+  /** Accepted tokens as PLANTSTORE_TOKENS entries (`name=…;scopes=…;token`); TEST_TOKEN, with the plant scopes, by default. */
   readonly tokens?: readonly string[]
   readonly logStream?: DestinationStream
 }
 
 /** Builds the production app on a fresh store and closes it (and so the store) when the test ends. */
 export async function buildTestApp (options: TestAppOptions = {}): Promise<FastifyInstance> {
+  const store = options.store ?? openMemoryStore()
+  const accessTokens = new AccessTokenRegistry(store.tokens, parseTokenList((options.tokens ?? [TEST_TOKEN]).join(',')))
+  await accessTokens.refresh()
   const app = await buildApp(
     { bodyLimit: 16384, logLevel: (CAPTURED_LOG_LEVEL as LogLevel | undefined) ?? 'silent', prettyLogs: false, ...options.config },
     {
-      store: options.store ?? openMemoryStore(),
-      accessTokens: new AccessTokens((options.tokens ?? [TEST_TOKEN]).map(digestToken)),
+      store,
+      accessTokens,
       ...(options.logStream !== undefined
         ? { logStream: options.logStream }
         : CAPTURED_LOG_LEVEL !== undefined ? { logStream: capturedLogStream() } : {})

@@ -374,7 +374,7 @@ describe.each(SETUPS)('deploy/kubernetes/%s', (setup) => {
       const config = loadConfig(env, false)
       expect(config.port).toBe(3000)
       expect(config.host).toBe('0.0.0.0')
-      expect(config.tokenDigests).toEqual([Buffer.from(sha256(PLACEHOLDER), 'hex')])
+      expect(config.tokens.map((token) => token.digest)).toEqual([Buffer.from(sha256(PLACEHOLDER), 'hex')])
       expect(config.databaseUrl).toBe(setup === 'sqlite'
         ? 'sqlite:/data/plantstore.db'
         : `postgres://plantstore:${PLACEHOLDER}@postgres.example.internal:5432/plantstore?sslmode=require`)

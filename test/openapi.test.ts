@@ -32,7 +32,9 @@ describe('The OpenAPI document', () => {
     const app = await buildTestApp()
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
-    expect(Object.keys(components.schemas).sort()).toEqual(['Error', 'Health', 'NewPlant', 'Plant', 'StoredPlant'])
+    expect(Object.keys(components.schemas).sort()).toEqual([
+      'AccessToken', 'CreatedAccessToken', 'Error', 'Health', 'NewAccessToken', 'NewPlant', 'Plant', 'StoredPlant'
+    ])
     expect(components.schemas.StoredPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.properties.id).toMatchObject({ type: 'integer', format: 'int64' })
@@ -44,16 +46,20 @@ describe('The OpenAPI document', () => {
   })
 
   it.each([
-    ['/plants', 'post', 'createPlant', ['200', '400', '401', '409', '413', '415', '429', '500', '503'], 'Plant'],
-    ['/plants', 'get', 'listPlants', ['200', '400', '401', '429', '500', '503'], undefined],
-    ['/plants/{id}', 'get', 'getPlant', ['200', '400', '401', '404', '429', '500', '503'], 'StoredPlant'],
-    ['/plants/{id}', 'delete', 'deletePlant', ['204', '400', '401', '404', '413', '415', '429', '500', '503'], undefined]
-  ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement', async (path, method, operationId, statuses, success) => {
+    ['/plants', 'post', 'createPlant', 'plants', 'plants:write', ['200', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'Plant'],
+    ['/plants', 'get', 'listPlants', 'plants', 'plants:read', ['200', '400', '401', '403', '429', '500', '503'], undefined],
+    ['/plants/{id}', 'get', 'getPlant', 'plants', 'plants:read', ['200', '400', '401', '403', '404', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'delete', 'deletePlant', 'plants', 'plants:write', ['204', '400', '401', '403', '404', '413', '415', '429', '500', '503'], undefined],
+    ['/admin/tokens', 'post', 'createAccessToken', 'tokens', 'admin', ['201', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'CreatedAccessToken'],
+    ['/admin/tokens', 'get', 'listAccessTokens', 'tokens', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
+    ['/admin/tokens/{id}', 'get', 'getAccessToken', 'tokens', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'AccessToken'],
+    ['/admin/tokens/{id}', 'delete', 'revokeAccessToken', 'tokens', 'admin', ['204', '400', '401', '403', '404', '409', '413', '415', '429', '500', '503'], undefined]
+  ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement with its scope', async (path, method, operationId, tag, scope, statuses, success) => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const operation = paths[path][method]
 
-    expect(operation).toMatchObject({ operationId, tags: ['plants'], security: [{ bearerAuth: [] }] })
+    expect(operation).toMatchObject({ operationId, tags: [tag], security: [{ bearerAuth: [scope] }] })
     expect(operation.summary.length).toBeGreaterThan(5)
     expect(operation.description.length).toBeGreaterThan(10)
     expect(Object.keys(operation.responses).sort()).toEqual(statuses)
@@ -63,7 +69,8 @@ describe('The OpenAPI document', () => {
       expect(response.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/Error' })
     }
     if (success !== undefined) {
-      expect(operation.responses['200'].content['application/json'].schema).toEqual({ $ref: `#/components/schemas/${success}` })
+      const successStatus = Object.keys(operation.responses).find((status) => status.startsWith('2')) as string
+      expect(operation.responses[successStatus].content['application/json'].schema).toEqual({ $ref: `#/components/schemas/${success}` })
     }
   })
 
@@ -81,6 +88,15 @@ describe('The OpenAPI document', () => {
     expect(paths['/plants'].get.responses['200'].content['application/json'].schema).toEqual({
       type: 'array', items: { $ref: '#/components/schemas/StoredPlant' }, description: expect.any(String)
     })
+  })
+
+  it('never shows a token or a digest in an example', async () => {
+    const app = await buildTestApp()
+    const text = (await app.inject({ method: 'GET', url: '/openapi.json' })).body
+
+    expect(text).not.toMatch(/pst_[A-Za-z0-9_-]{43}/)
+    expect(text).not.toMatch(/[0-9a-fA-F]{64}/)
+    expect(JSON.parse(text).components.schemas.CreatedAccessToken.properties.token.examples).toBeUndefined()
   })
 
   it('passes `redocly lint` with the recommended rules', () => {

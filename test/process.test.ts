@@ -18,7 +18,7 @@ async function post (baseUrl: string, body: unknown, token = TOKEN) {
 async function startWithGeneratedToken (env: Record<string, string>) {
   const server = await startServer(env)
   await expect.poll(() => server.stderr()).toContain('curl')
-  return { server, token: /^ {2}([A-Za-z0-9_-]{43})$/m.exec(server.stderr())?.[1] ?? '' }
+  return { server, token: /^ {2}(pst_[A-Za-z0-9_-]{43})$/m.exec(server.stderr())?.[1] ?? '' }
 }
 
 describe('The built server as a child process, over real HTTP', () => {
@@ -55,46 +55,53 @@ describe('The built server as a child process, over real HTTP', () => {
     expect(conflict).toMatchObject({ status: 409, body: { error: 409, message: 'plant 1000 already exists with a different name or tag' } })
   })
 
-  it('generates a token on the first start, prints it once with a curl line, and accepts it after a restart', async () => {
+  it('makes the initial-admin token on the first start, prints it once with a curl line, and accepts it after a restart', async () => {
     const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'generated.db')}` }
     const { server: first, token } = await startWithGeneratedToken(env)
 
     const created = await post(first.baseUrl, { id: 1, name: 'Fern' }, token)
+    const tokens = await fetch(`${first.baseUrl}/admin/tokens`, { headers: auth(token) })
     process.kill(first.child.pid as number, 'SIGTERM')
     expect(await first.exited).toBe(0)
     const second = await startServer(env)
     const replay = await post(second.baseUrl, { id: 1, name: 'Fern' }, token)
     const wrong = await post(second.baseUrl, { id: 2, name: 'Fern' }, `${token}x`)
 
-    expect(token).toHaveLength(43)
+    expect(token).toMatch(/^pst_[A-Za-z0-9_-]{43}$/)
     expect(first.stderr()).toContain(`curl -i -H 'Authorization: Bearer ${token}'`)
+    expect(first.stderr()).toContain('made the access token "initial-admin" with every scope')
     expect(first.stdout()).not.toContain(token)
     expect(created.status).toBe(200)
+    expect(await tokens.json()).toEqual([{
+      id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/),
+      name: 'initial-admin',
+      scopes: ['plants:read', 'plants:write', 'admin'],
+      source: 'store',
+      createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    }])
     expect(replay).toMatchObject({ status: 200, body: { name: 'Fern' } })
     expect(wrong.status).toBe(401)
-    expect(second.stderr()).not.toContain('generated this access token')
+    expect(second.stderr()).not.toContain('initial-admin')
   })
 
-  it('accepts a token given as a sha256: digest, and refuses the generated token once PLANTSTORE_TOKENS is set', async () => {
-    const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'revoked.db')}` }
-    const { server: first, token: generated } = await startWithGeneratedToken(env)
-    const beforeRevocation = await post(first.baseUrl, { id: 1, name: 'Fern' }, generated)
+  it('accepts a token given as a sha256: digest next to the stored tokens, and makes no initial-admin when PLANTSTORE_TOKENS is set', async () => {
+    const env = { DATABASE_URL: `sqlite:${join(temporaryFolder(), 'both.db')}` }
+    const { server: first, token: initialAdmin } = await startWithGeneratedToken(env)
     process.kill(first.child.pid as number, 'SIGTERM')
     expect(await first.exited).toBe(0)
     const digest = createHash('sha256').update('digest-configured-token').digest('hex')
+    const fresh = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'configured.db')}`, PLANTSTORE_TOKENS: `sha256:${digest}` })
 
     const second = await startServer({ ...env, PLANTSTORE_TOKENS: `sha256:${digest}` })
     const byDigest = await post(second.baseUrl, { id: 2, name: 'Ivy' }, 'digest-configured-token')
-    const revoked = await post(second.baseUrl, { id: 3, name: 'Moss' }, generated)
+    const byStoredToken = await post(second.baseUrl, { id: 3, name: 'Moss' }, initialAdmin)
+    const freshTokens = await fetch(`${fresh.baseUrl}/admin/tokens`, { headers: auth('digest-configured-token') })
 
-    expect(generated).toHaveLength(43)
-    expect(beforeRevocation.status).toBe(200)
     expect(byDigest).toMatchObject({ status: 200, body: { name: 'Ivy' } })
-    expect(revoked).toMatchObject({
-      status: 401,
-      body: { error: 401, message: 'the bearer token is missing, malformed or not accepted' }
-    })
-    expect(revoked.headers.get('www-authenticate')).toBe('Bearer realm="plantstore", error="invalid_token"')
+    expect(byStoredToken).toMatchObject({ status: 200, body: { name: 'Moss' } })
+    expect(fresh.stderr()).not.toContain('initial-admin')
+    // The entry carries the plant scopes only: listing tokens needs admin.
+    expect(freshTokens.status).toBe(403)
   })
 
   it('stops gracefully on SIGTERM and SIGINT with exit code 0 and no error logged', async () => {

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { openMemoryStore } from '../src/store/memory.js'
-import { bearer, buildTestApp } from './helper.js'
+import { bearer, buildTestApp, TEST_TOKEN } from './helper.js'
 
 function collectingStream (): { stream: Writable, lines: () => Array<Record<string, unknown>> } {
   const chunks: string[] = []
@@ -34,12 +34,12 @@ function rawRequest (address: AddressInfo, request: Buffer): Promise<string> {
 }
 
 describe('The log line of a completed request', () => {
-  it('has the keys and the order of a pino line, with the request id, method, path, status and time', async () => {
+  it('has the keys and the order of a pino line, with the request id, method, path, status, time and the token\'s name', async () => {
     const log = collectingStream()
-    const app = await buildTestApp({ logStream: log.stream, config: { logLevel: 'info' } })
+    const app = await buildTestApp({ logStream: log.stream, config: { logLevel: 'info' }, tokens: [`name=grafana.dashboard;${TEST_TOKEN}`] })
 
     await app.inject({ method: 'GET', url: '/plants/5?x=1', headers: { ...bearer(), 'x-request-id': 'line-1' } })
-    app.log.info({ reqId: 'pino', method: 'GET', url: '/', statusCode: 200, responseTime: 1 }, 'request completed')
+    app.log.info({ reqId: 'pino', method: 'GET', url: '/', statusCode: 200, responseTime: 1, tokenName: 'x' }, 'request completed')
     await nextTurn()
 
     const [pinoLine, completed] = [log.lines().find((line) => line.reqId === 'pino'), log.lines().find((line) => line.reqId === 'line-1')]
@@ -54,9 +54,22 @@ describe('The log line of a completed request', () => {
       url: '/plants/5?x=1',
       statusCode: 404,
       responseTime: expect.any(Number),
+      tokenName: 'grafana.dashboard',
       msg: 'request completed'
     })
     expect(Math.abs((completed?.time as number) - Date.now())).toBeLessThan(60_000)
+  })
+
+  it('has no token name when no token authenticated the request', async () => {
+    const log = collectingStream()
+    const app = await buildTestApp({ logStream: log.stream, config: { logLevel: 'info' } })
+
+    await app.inject({ method: 'GET', url: '/plants/5', headers: { 'x-request-id': 'anonymous' } })
+    await app.inject({ method: 'GET', url: '/plants/5', headers: { ...bearer('wrong-token-value'), 'x-request-id': 'wrong' } })
+    await nextTurn()
+
+    expect(log.lines().filter((line) => line.msg === 'request completed').map((line) => [line.reqId, line.statusCode, line.tokenName]))
+      .toEqual([['anonymous', 401, undefined], ['wrong', 401, undefined]])
   })
 
   it('escapes the quotes and backslashes a request id and a path may hold', async () => {

@@ -108,14 +108,6 @@ export function storeContract (backendName: string, open: () => Promise<PlantSto
       expect(await store.list({ limit: 1 })).toEqual({ json: '[]' })
     }))
 
-    it('keeps the first generated token digest', () => withStore(async (store) => {
-      const first = Buffer.alloc(32, 1)
-      const second = Buffer.alloc(32, 2)
-
-      expect((await store.ensureGeneratedTokenDigest(first)).equals(first)).toBe(true)
-      expect((await store.ensureGeneratedTokenDigest(second)).equals(first)).toBe(true)
-    }))
-
     it('answers a ping', () => withStore(async (store) => {
       await expect(store.ping()).resolves.toBeUndefined()
     }))

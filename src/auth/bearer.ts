@@ -1,37 +1,46 @@
 import bearerAuthPlugin from '@fastify/bearer-auth'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { invalidToken, missingCredentials } from '../errors.js'
-import { isB64Token, type AccessTokens } from './tokens.js'
+import { insufficientScope, invalidToken, missingCredentials } from '../errors.js'
+import { grants, type Scope } from './scopes.js'
+import type { AccessTokenRegistry, TokenIdentity } from './token-registry.js'
+import { isB64Token } from './tokens.js'
 
-/**
- * Guards every route of the scope that registers it (it is not encapsulated) with a Bearer token, in `onRequest`, so an
- * unauthenticated request is refused before its body is read, parsed or validated.
- *
- * @fastify/bearer-auth parses the header (scheme case-insensitively in its `rfc6749` mode, token
- * trimmed) and calls `accepts`; it reports a foreign scheme and a bad token with the same error, so
- * the scheme is told apart here to pick the RFC 6750 challenge: none for "no Bearer credentials at
- * all", `error="invalid_token"` for a Bearer credential that is missing, malformed or unknown.
- */
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Which accepted token authenticated the request (see `AccessTokens.identify`); -1 before that. */
-    accessTokenIdentity: number
+    /** The token that authenticated the request; null before authentication and on open routes. */
+    accessToken: TokenIdentity | null
   }
 }
 
-export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, options: { accessTokens: AccessTokens }) {
-  const { accessTokens } = options
-  app.decorateRequest('accessTokenIdentity', -1)
+export interface BearerAuthOptions {
+  readonly tokens: Pick<AccessTokenRegistry, 'identify'>
+  /** The scope a request with this method needs in this scope; undefined for "any valid token". */
+  readonly requiredScope: (method: string) => Scope | undefined
+}
+
+/**
+ * Guards every route of the scope that registers it (it is not encapsulated) with a Bearer token and
+ * the scope the method needs, in `onRequest`, so a request without them is refused before its body is
+ * read, parsed or validated, and before anything else in the scope (rate limit, 404, 405) answers.
+ *
+ * @fastify/bearer-auth parses the header (scheme case-insensitively in its `rfc6749` mode, token
+ * trimmed) and calls `auth`; it reports a foreign scheme and a bad token with the same error, so
+ * the scheme is told apart here to pick the RFC 6750 challenge: none for "no Bearer credentials at
+ * all", `error="invalid_token"` for a Bearer credential that is missing, malformed, unknown, expired
+ * or revoked, and `error="insufficient_scope"` (403) for a valid token without the scope.
+ */
+export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, options: BearerAuthOptions) {
+  const { tokens, requiredScope } = options
   await app.register(bearerAuthPlugin, {
     keys: [],
     addHook: false,
     specCompliance: 'rfc6749',
     verifyErrorLogLevel: 'debug',
     auth: (token: string, request: FastifyRequest) => {
-      const identity = isB64Token(token) ? accessTokens.identify(token) : undefined
+      const identity = isB64Token(token) ? tokens.identify(token) : undefined
       if (identity === undefined) return false
-      request.accessTokenIdentity = identity
+      request.accessToken = identity
       return true
     }
   })
@@ -45,7 +54,12 @@ export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, op
       return
     }
     verifyBearerAuth(request, reply, (error?: Error) => {
-      done(error === undefined ? undefined : invalidToken())
+      if (error !== undefined || request.accessToken === null) {
+        done(invalidToken())
+        return
+      }
+      const scope = requiredScope(request.method)
+      done(scope === undefined || grants(request.accessToken.scopes, scope) ? undefined : insufficientScope(scope))
     })
   })
 }, { name: 'bearer-auth-guard' })

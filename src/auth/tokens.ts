@@ -1,106 +1,87 @@
-import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
+import { isScope, PLANT_SCOPES, type Scope } from './scopes.js'
 
 /** RFC 6750 §2.1 `b64token`: the only token syntax a Bearer credential may have. */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
 const DIGEST_ENTRY = /^sha256:([0-9a-fA-F]{64})$/
+/** API.md: 1–64 characters of `[A-Za-z0-9._-]`. */
+export const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/
+/** What every generated token looks like: secret scanners recognise the prefix. */
+export const GENERATED_TOKEN = /^pst_[A-Za-z0-9_-]{43}$/
 
 export function isB64Token (token: string): boolean {
   return B64TOKEN.test(token)
 }
 
 export function digestToken (token: string): Buffer {
-  // The one-shot form: about half the cost of createHash().update().digest(), and it runs per request.
+  // The one-shot form: about half the cost of createHash().update().digest().
   return hash('sha256', token, 'buffer')
 }
 
-/** A fresh random token: 32 bytes of entropy in base64url, which is valid b64token syntax. */
+/** A fresh token: `pst_` and 256 random bits in base64url (43 characters), valid b64token syntax. */
 export function generateToken (): string {
-  return randomBytes(32).toString('base64url')
+  return `pst_${randomBytes(32).toString('base64url')}`
+}
+
+/** A token of `PLANTSTORE_TOKENS`, as the service keeps it: never the token itself. */
+export interface ConfiguredToken {
+  readonly name: string
+  readonly scopes: readonly Scope[]
+  readonly digest: Buffer
 }
 
 /**
- * Parses `PLANTSTORE_TOKENS`: comma-separated entries, each a plain token or `sha256:<64 hex>`, the
- * digest of one. Only digests are kept. Error messages name the entry by position, never its text.
+ * Parses `PLANTSTORE_TOKENS`: comma-separated entries, each a token or `sha256:<64 hex>` (the digest
+ * of one), optionally preceded by `name=<name>;` and `scopes=<scope>+<scope>;`. An entry without a
+ * name is `environment-<n>`, n its 1-based position; without scopes it carries `plants:read` and
+ * `plants:write`. Error messages name the entry by position, never its text.
  */
-export function parseTokenList (text: string): Buffer[] {
-  const digests: Buffer[] = []
-  text.split(',').forEach((rawEntry, index) => {
-    const entry = rawEntry.trim()
-    if (entry === '') return
-    const digestHex = DIGEST_ENTRY.exec(entry)?.[1]
-    if (digestHex !== undefined) {
-      digests.push(Buffer.from(digestHex, 'hex'))
-    } else if (entry.startsWith('sha256:')) {
-      throw new Error(`entry ${index + 1} must be "sha256:" followed by 64 hexadecimal digits`)
-    } else if (!isB64Token(entry)) {
-      throw new Error(`entry ${index + 1} is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)`)
-    } else {
-      digests.push(digestToken(entry))
-    }
+export function parseTokenList (text: string): ConfiguredToken[] {
+  const entries = text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+  if (entries.length === 0) throw new Error('holds no token; leave it unset to use a generated token')
+  const tokens = entries.map((entry, index) => parseEntry(entry, index + 1))
+  const names = new Set<string>()
+  tokens.forEach((token, index) => {
+    if (names.has(token.name)) throw new Error(`entry ${index + 1} repeats the name "${token.name}"; names must be unique`)
+    names.add(token.name)
   })
-  if (digests.length === 0) throw new Error('holds no token; leave it unset to use a generated token')
-  return digests
+  return tokens
 }
 
-/**
- * The set of accepted tokens, held as SHA-256 digests. A presented token is digested and compared
- * with every accepted digest by `timingSafeEqual`, without stopping at a match, so the time taken does
- * not depend on how much of any token is right, nor on which one matched.
- *
- * A token that passed is remembered, so the clients' next requests skip the digest (the costliest step
- * of authentication). Only accepted tokens enter, so the memo holds at most one entry per accepted
- * digest. A wrong token never matches it: a `Map` compares the contents of two strings only when their
- * hashes, seeded at random per process, are equal, so a wrong guess learns nothing from its timing.
- */
-export class AccessTokens {
-  private readonly digests: readonly Buffer[]
-  /** Accepted tokens, each with the position of its digest. */
-  private readonly verified = new Map<string, number>()
-
-  constructor (digests: readonly Buffer[]) {
-    if (digests.length === 0) throw new Error('at least one access token is needed')
-    this.digests = digests.map((digest) => Buffer.from(digest))
+function parseEntry (entry: string, position: number): ConfiguredToken {
+  const parts = entry.split(';').map((part) => part.trim())
+  const secret = parts.pop() as string
+  let name: string | undefined
+  let scopes: Scope[] | undefined
+  for (const part of parts) {
+    const [key, value = ''] = part.split(/=(.*)/s)
+    if (key === 'name' && name === undefined) {
+      if (!TOKEN_NAME.test(value)) throw new Error(`entry ${position} has a bad name: it must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"`)
+      name = value
+    } else if (key === 'scopes' && scopes === undefined) {
+      scopes = parseScopes(value, position)
+    } else {
+      throw new Error(`entry ${position} has "${key}=" where only one "name=" and one "scopes=" may come before the token`)
+    }
   }
-
-  accepts (token: string): boolean {
-    return this.identify(token) !== undefined
-  }
-
-  /**
-   * Which accepted token this is, as the position of its digest (a name for it that is neither the
-   * token nor its digest), or undefined when it is not accepted.
-   */
-  identify (token: string): number | undefined {
-    const known = this.verified.get(token)
-    if (known !== undefined) return known
-    const presented = digestToken(token)
-    let match: number | undefined
-    this.digests.forEach((digest, index) => {
-      if (timingSafeEqual(digest, presented) && match === undefined) match = index
-    })
-    if (match !== undefined && this.verified.size < this.digests.length) this.verified.set(token, match)
-    return match
-  }
+  return { name: name ?? `environment-${position}`, scopes: scopes ?? PLANT_SCOPES, digest: parseSecret(secret, position) }
 }
 
-export interface ResolvedAccessTokens {
-  readonly accessTokens: AccessTokens
-  /** The token this start generated and stored, to be shown once; absent otherwise. */
-  readonly generatedToken?: string
+function parseScopes (text: string, position: number): Scope[] {
+  const scopes = text.split('+').map((scope) => scope.trim())
+  const unknown = scopes.find((scope) => !isScope(scope))
+  if (unknown !== undefined) {
+    throw new Error(`entry ${position} has the unknown scope ${JSON.stringify(unknown)}; scopes are plants:read, plants:write and admin, joined by "+"`)
+  }
+  return scopes as Scope[]
 }
 
-/**
- * The configured tokens when there are any. Otherwise the generated token: the first start makes one
- * and stores only its digest; later starts (and other instances on the same database) accept it.
- */
-export async function resolveAccessTokens (
-  configured: readonly Buffer[],
-  store: { ensureGeneratedTokenDigest (digest: Buffer): Promise<Buffer> }
-): Promise<ResolvedAccessTokens> {
-  if (configured.length > 0) return { accessTokens: new AccessTokens(configured) }
-  const candidate = generateToken()
-  const candidateDigest = digestToken(candidate)
-  const storedDigest = await store.ensureGeneratedTokenDigest(candidateDigest)
-  const accessTokens = new AccessTokens([storedDigest])
-  return storedDigest.equals(candidateDigest) ? { accessTokens, generatedToken: candidate } : { accessTokens }
+function parseSecret (secret: string, position: number): Buffer {
+  const digestHex = DIGEST_ENTRY.exec(secret)?.[1]
+  if (digestHex !== undefined) return Buffer.from(digestHex, 'hex')
+  if (secret.startsWith('sha256:')) throw new Error(`entry ${position} must be "sha256:" followed by 64 hexadecimal digits`)
+  if (!isB64Token(secret)) {
+    throw new Error(`entry ${position} is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)`)
+  }
+  return digestToken(secret)
 }

@@ -2,9 +2,11 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type { Scope } from '../auth/scopes.js'
 import { sharedSchemas } from '../schemas.js'
 
-export const BEARER_SECURITY = [{ bearerAuth: [] }]
+/** An operation's security requirement: a Bearer token with this scope (OpenAPI 3.1 lets an http scheme list roles). */
+export const bearerSecurity = (scope: Scope) => [{ bearerAuth: [scope] }]
 
 /**
  * Collects every route into an OpenAPI 3.1 document whose components are the shared TypeBox schemas,
@@ -19,13 +21,15 @@ export const openApiDocument = fp(async function openApiDocument (app: FastifyIn
       info: {
         title: 'plantstore',
         version: options.version,
-        description: 'A plant store: create, read, list and delete plants. Every `/plants` operation needs ' +
-          '`Authorization: Bearer <token>`; every error is an `Error` body whose `error` equals the HTTP status.',
+        description: 'A plant store: create, read, list and delete plants. Every `/plants` and `/admin` operation ' +
+          'needs `Authorization: Bearer <token>` with the scope the operation lists (`plants:read`, `plants:write` ' +
+          'or `admin`); every error is an `Error` body whose `error` equals the HTTP status.',
         license: { name: 'MIT', identifier: 'MIT' }
       },
       servers: [{ url: '/', description: 'The service that serves this document' }],
       tags: [
         { name: 'plants', description: 'The plant store' },
+        { name: 'tokens', description: 'Access tokens: create, list and revoke them (scope `admin`)' },
         { name: 'operations', description: 'Probes and documentation for operators' }
       ],
       components: {
@@ -33,7 +37,9 @@ export const openApiDocument = fp(async function openApiDocument (app: FastifyIn
           bearerAuth: {
             type: 'http',
             scheme: 'bearer',
-            description: 'A token from PLANTSTORE_TOKENS, or the one the first start printed.'
+            description: 'An access token: one made by `POST /admin/tokens` or `plantstore tokens create`, an ' +
+              'entry of PLANTSTORE_TOKENS, or the `initial-admin` token the first start printed. Each ' +
+              'operation lists the scope it needs.'
           }
         }
       }

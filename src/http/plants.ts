@@ -2,19 +2,20 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
-import type { AccessTokens } from '../auth/tokens.js'
+import type { Scope } from '../auth/scopes.js'
+import type { AccessTokenRegistry } from '../auth/token-registry.js'
 import { plantIdConflict, plantNotFound } from '../errors.js'
 import {
   DEFAULT_PAGE_SIZE, NewPlant, PageQuery, Plant, PlantIdParams, ref, StoredPlant, StoredPlantPage
 } from '../schemas.js'
 import type { PlantRecord, PlantStore } from '../store/plant-store.js'
-import { BEARER_SECURITY } from './docs.js'
+import { bearerSecurity } from './docs.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
-  readonly accessTokens: AccessTokens
+  readonly accessTokens: AccessTokenRegistry
   readonly rateLimitPerMinute: number
 }
 
@@ -22,20 +23,40 @@ export interface PlantsRoutesOptions {
 const everyOperationErrors = {
   400: errorResponses[400],
   401: errorResponses[401],
+  403: errorResponses[403],
   429: errorResponses[429],
   500: errorResponses[500],
   503: errorResponses[503]
 }
 const bodyErrors = { 413: errorResponses[413], 415: errorResponses[415] }
 
+/** Reads need `plants:read`, writes `plants:write`; any other method gets its 405 with any valid token. */
+export function plantsScopeOf (method: string): Scope | undefined {
+  switch (method) {
+    case 'GET':
+    case 'HEAD':
+      return 'plants:read'
+    case 'POST':
+    case 'PUT':
+    case 'PATCH':
+    case 'DELETE':
+      return 'plants:write'
+    default:
+      return undefined
+  }
+}
+
+const READ_SECURITY = bearerSecurity('plants:read')
+const WRITE_SECURITY = bearerSecurity('plants:write')
+
 /**
- * The `/plants` resource, registered under the `/plants` prefix. Authentication guards this whole
- * scope, its not-found handler included, so even a 404 or 405 here needs a token. Each handler makes
- * one store call.
+ * The `/plants` resource, registered under the `/plants` prefix. Authentication and the scope guard
+ * this whole scope, its not-found handler included, so even a 404 or 405 here needs a token. Each
+ * handler makes one store call.
  */
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
   const { store, accessTokens } = options
-  await app.register(bearerAuth, { accessTokens })
+  await app.register(bearerAuth, { tokens: accessTokens, requiredScope: plantsScopeOf })
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
@@ -48,7 +69,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         'committed. Sending the same id, name and tag again is a safe retry (200, nothing changes); the ' +
         'same id with another name or tag is a 409. The `Location` header names the plant.',
       tags: ['plants'],
-      security: BEARER_SECURITY,
+      security: WRITE_SECURITY,
       body: ref(NewPlant),
       response: {
         200: {
@@ -79,7 +100,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         '`after` to get the next one; the `Link` header with `rel="next"` names that page for as long as ' +
         'more plants remain, and is absent on the last page.',
       tags: ['plants'],
-      security: BEARER_SECURITY,
+      security: READ_SECURITY,
       querystring: PageQuery,
       response: {
         200: {
@@ -104,7 +125,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       summary: 'Read a plant',
       description: 'The plant with this id.',
       tags: ['plants'],
-      security: BEARER_SECURITY,
+      security: READ_SECURITY,
       params: PlantIdParams,
       response: {
         200: { ...ref(StoredPlant), description: 'The plant' },
@@ -126,7 +147,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       description: 'Removes the plant; the answer is sent once the delete is durably committed. The id ' +
         'is free again afterwards: a later create with it, even with the old name and tag, makes a new plant.',
       tags: ['plants'],
-      security: BEARER_SECURITY,
+      security: WRITE_SECURITY,
       params: PlantIdParams,
       response: {
         204: { type: 'null', description: 'The plant was deleted' },

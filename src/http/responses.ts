@@ -8,11 +8,17 @@ export const errorResponses = {
   malformed: errorResponse('The HTTP request itself is malformed: for example no Host header, headers too large, or a method this path does not support.'),
   400: errorResponse('The request is malformed: the body is not a JSON object or breaks a field rule, or a ' +
     'path or query value is not canonical. The message names the field and the rule.'),
-  401: errorResponse('No Bearer token, or one that is malformed or not accepted.', {
+  401: errorResponse('No Bearer token, or one that is malformed, unknown, expired or revoked.', {
     'WWW-Authenticate': { type: 'string', description: 'Bearer realm="plantstore", with error="invalid_token" when a Bearer token was sent' }
+  }),
+  403: errorResponse('The token is valid but lacks the scope this operation needs; nothing was done.', {
+    'WWW-Authenticate': { type: 'string', description: 'Bearer realm="plantstore", error="insufficient_scope", scope="<the scope needed>"' }
   }),
   404: errorResponse('No plant has this id.'),
   409: errorResponse('The id is taken by a plant with another name or tag; nothing changed.'),
+  tokenNotFound: errorResponse('No access token has this id.'),
+  tokenNameTaken: errorResponse('A live access token (neither revoked nor expired) already has this name; nothing was created.'),
+  tokenNotRevocable: errorResponse('The token comes from PLANTSTORE_TOKENS, so it cannot be revoked over HTTP; nothing changed.'),
   429: errorResponse('This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set).', {
     'Retry-After': { type: 'string', description: 'Seconds until the token may send again' }
   }),

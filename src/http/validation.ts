@@ -3,6 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import type { FastifyInstance, FastifySchemaCompiler } from 'fastify'
 import fp from 'fastify-plugin'
+import { SCOPES } from '../auth/scopes.js'
 import { invalidRequest } from '../errors.js'
 import { INT64_MAX, INT64_MIN, plantTextViolation, sharedSchemas, type IntegerTextRule, type PlantTextRule } from '../schemas.js'
 
@@ -40,7 +41,17 @@ function describe (error: ValueError, part: string): string {
   }
   const subject = part === 'request body' ? field : `${part} ${field}`
   if (error.type === ValueErrorType.ObjectRequiredProperty) return `${subject} is required`
+  if (error.type === ValueErrorType.ArrayMinItems) return `${subject} must not be empty`
+  if (error.type === ValueErrorType.ArrayUniqueItems) return `${subject} must not hold the same value twice`
   switch (error.schema[Kind]) {
+    case 'Scope':
+      return `${subject} must be one of ${SCOPES.join(', ')}`
+    case 'DateTime':
+      return `${subject} must be an RFC 3339 date-time with a time zone, such as 2027-01-31T00:00:00Z`
+    case 'TokenName':
+      return `${subject} must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"`
+    case 'TokenId':
+      return `${subject} is not an access token id`
     case 'Int64':
       return `${subject} must be an integer from -9223372036854775808 to 9223372036854775807`
     case 'IntegerText': {

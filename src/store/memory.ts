@@ -1,3 +1,4 @@
+import { isLive, newestFirst, type AccessTokenStore, type VerifiableAccessToken } from './access-token-store.js'
 import { outcomeOfMeeting, pageOf, plantJson, type CreateOutcome, type PlantRecord, type PlantStore } from './plant-store.js'
 
 /** Keeps plants in memory: for tests and throwaway runs (`DATABASE_URL=memory:`); nothing survives a restart. */
@@ -5,7 +6,6 @@ export function openMemoryStore (): PlantStore {
   const plants = new Map<bigint, PlantRecord>()
   /** Every id, ascending, for keyset pages. */
   const sortedIds: bigint[] = []
-  let generatedTokenDigest: Buffer | undefined
 
   /** The index of the first id greater than `id` (or of `id` itself, when `inclusive`). */
   function positionAfter (id: bigint, inclusive = false): number {
@@ -51,11 +51,48 @@ export function openMemoryStore (): PlantStore {
       sortedIds.splice(positionAfter(id, true), 1)
       return true
     },
-    async ensureGeneratedTokenDigest (digest) {
-      generatedTokenDigest ??= digest
-      return generatedTokenDigest
-    },
+    tokens: memoryTokenStore(),
     async ping () {},
     async close () {}
+  }
+}
+
+function memoryTokenStore (): AccessTokenStore {
+  const tokens = new Map<string, VerifiableAccessToken>()
+  let revision = 0
+  const withoutDigest = ({ digest: _digest, ...record }: VerifiableAccessToken) => record
+  return {
+    async list () {
+      return [...tokens.values()].map(withoutDigest).sort(newestFirst)
+    },
+    async listVerifiable () {
+      return [...tokens.values()].filter((token) => token.revokedAt === undefined)
+    },
+    async revision () {
+      return String(revision)
+    },
+    async create (token) {
+      for (const stored of tokens.values()) {
+        if (stored.name === token.name && isLive(stored, token.createdAt)) return 'name-taken'
+      }
+      tokens.set(token.id, token)
+      revision++
+      return 'created'
+    },
+    async revoke (id, at) {
+      const stored = tokens.get(id)
+      if (stored === undefined) return undefined
+      if (stored.revokedAt === undefined) {
+        tokens.set(id, { ...stored, revokedAt: at })
+        revision++
+      }
+      return withoutDigest(tokens.get(id) as VerifiableAccessToken)
+    },
+    async createInitialAdmin (token) {
+      if (tokens.size > 0) return false
+      tokens.set(token.id, token)
+      revision++
+      return true
+    }
   }
 }

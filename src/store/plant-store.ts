@@ -5,6 +5,7 @@
  * Ids cross the port as `bigint` so every int64 is exact on every backend.
  */
 import { jsonString } from '../json-text.js'
+import type { AccessTokenStore } from './access-token-store.js'
 
 export interface PlantRecord {
   readonly id: bigint
@@ -53,11 +54,8 @@ export interface PlantStore {
   list (page: { readonly after?: bigint, readonly limit: number }): Promise<PlantPage>
   /** Deletes the plant; resolves true once the delete is durably committed, false if there was none. */
   delete (id: bigint): Promise<boolean>
-  /**
-   * Stores `digest` as the service's generated access token unless one is stored already, and resolves
-   * with the digest that is stored afterwards (this one, or the one another start stored before).
-   */
-  ensureGeneratedTokenDigest (digest: Buffer): Promise<Buffer>
+  /** The access tokens kept in this store. */
+  readonly tokens: AccessTokenStore
   /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
   ping (): Promise<void>
   /** Finishes pending work and releases the database. */

@@ -3,6 +3,8 @@ import { GroupCommit, RUN_AGAIN, type CommitBatch, type WriteOperation } from '.
 import { ReadBatch } from './read-batch.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
+import { scopesOfText, scopesText } from '../auth/scopes.js'
+import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
 import {
   outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreUnavailableError,
   type CreateOutcome, type PlantJson, type PlantRecord, type PlantRow, type PlantStore
@@ -123,6 +125,15 @@ export async function openPostgresStore (connectionString: string, options: Post
     }
   }
 
+  async function transaction<T> (work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    await ensureSchema()
+    try {
+      return await inTransaction(pool, work)
+    } catch (error) {
+      throw asStoreError(error)
+    }
+  }
+
   const commitBatch: CommitBatch = async (operations) => {
     await ensureSchema()
     for (let attempt = 1; ; attempt++) {
@@ -151,6 +162,8 @@ export async function openPostgresStore (connectionString: string, options: Post
     return new Map(rows.map(([id, name, tag]) => [BigInt(id), plantJson(id, name, tag)]))
   }, MAX_READ_BATCH_SIZE, options.onReadBatch)
 
+  const tokenChanges = new TokenChangeListener(connectionString, options.connectTimeoutMs)
+
   try {
     await ensureSchema()
   } catch (error) {
@@ -177,16 +190,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     delete (id) {
       return writes.submit({ kind: 'delete', id })
     },
-    async ensureGeneratedTokenDigest (digest) {
-      await query({
-        text: 'INSERT INTO generated_access_token (singleton, sha256) VALUES (1, $1) ON CONFLICT (singleton) DO NOTHING',
-        values: [digest]
-      })
-      const result = await query<{ sha256: Buffer }>({ text: 'SELECT sha256 FROM generated_access_token WHERE singleton = 1' })
-      const stored = result.rows[0]?.sha256
-      if (stored === undefined) throw new Error('the generated token digest vanished after it was stored')
-      return stored
-    },
+    tokens: postgresTokenStore(query, transaction, tokenChanges),
     async ping () {
       try {
         await query({ text: 'SELECT 1' })
@@ -198,8 +202,159 @@ export async function openPostgresStore (connectionString: string, options: Post
     },
     async close () {
       await writes.whenIdle()
+      await tokenChanges.close()
       await pool.end()
     }
+  }
+}
+
+/** The channel on which every token change is announced, in the transaction that makes it. */
+const TOKEN_CHANNEL = 'plantstore_access_tokens'
+/** Serializes token creates, so the check that a name is free and the insert cannot interleave. */
+const TOKEN_LOCK_KEY = '7243190561180520498'
+const TOKEN_COLUMNS = 'id, name, scopes, created_at, expires_at, revoked_at'
+
+interface TokenRow {
+  readonly id: string
+  readonly name: string
+  readonly scopes: string
+  readonly created_at: Date
+  readonly expires_at: Date | null
+  readonly revoked_at: Date | null
+}
+
+type Query = <Row extends pg.QueryResultRow>(config: pg.QueryConfig) => Promise<pg.QueryResult<Row>>
+type Transaction = <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>
+
+function postgresTokenStore (query: Query, transaction: Transaction, changes: TokenChangeListener): AccessTokenStore {
+  const insert = async (client: pg.PoolClient, token: VerifiableAccessToken) => {
+    await client.query(
+      'INSERT INTO access_tokens (id, name, scopes, sha256, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)',
+      [token.id, token.name, scopesText(token.scopes), token.digest, token.createdAt, token.expiresAt ?? null])
+    await announceChange(client)
+  }
+  return {
+    async list () {
+      const { rows } = await query<TokenRow>({ text: `SELECT ${TOKEN_COLUMNS} FROM access_tokens ORDER BY created_at DESC, id DESC` })
+      return rows.map(tokenOfRow)
+    },
+    async listVerifiable () {
+      const { rows } = await query<TokenRow & { sha256: Buffer }>({
+        text: `SELECT ${TOKEN_COLUMNS}, sha256 FROM access_tokens WHERE revoked_at IS NULL`
+      })
+      return rows.map((row) => ({ ...tokenOfRow(row), digest: row.sha256 }))
+    },
+    async revision () {
+      const { rows } = await query<{ revision: bigint }>({ text: 'SELECT revision FROM access_token_revision WHERE singleton = 1' })
+      return String(rows[0]?.revision)
+    },
+    create (token) {
+      return transaction(async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [TOKEN_LOCK_KEY])
+        const { rowCount } = await client.query(
+          'SELECT 1 FROM access_tokens WHERE name = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
+          [token.name, token.createdAt])
+        if (rowCount !== 0) return 'name-taken'
+        await insert(client, token)
+        return 'created'
+      })
+    },
+    revoke (id, at) {
+      return transaction(async (client) => {
+        const { rowCount } = await client.query('UPDATE access_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [at, id])
+        if (rowCount === 1) await announceChange(client)
+        const { rows } = await client.query<TokenRow>(`SELECT ${TOKEN_COLUMNS} FROM access_tokens WHERE id = $1`, [id])
+        return rows[0] === undefined ? undefined : tokenOfRow(rows[0])
+      })
+    },
+    createInitialAdmin (token) {
+      return transaction(async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [TOKEN_LOCK_KEY])
+        const { rowCount } = await client.query('SELECT 1 FROM access_tokens LIMIT 1')
+        if (rowCount !== 0) return false
+        await insert(client, token)
+        return true
+      })
+    },
+    watch (listener) {
+      return changes.add(listener)
+    }
+  }
+}
+
+/** Advances the revision and notifies listening instances; both take effect when the transaction commits. */
+async function announceChange (client: pg.PoolClient): Promise<void> {
+  await client.query('UPDATE access_token_revision SET revision = revision + 1 WHERE singleton = 1')
+  await client.query('SELECT pg_notify($1, \'\')', [TOKEN_CHANNEL])
+}
+
+function tokenOfRow (row: TokenRow): AccessTokenRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: scopesOfText(row.scopes),
+    createdAt: row.created_at,
+    ...(row.expires_at === null ? {} : { expiresAt: row.expires_at }),
+    ...(row.revoked_at === null ? {} : { revokedAt: row.revoked_at })
+  }
+}
+
+const LISTEN_RETRY_MS = 1000
+
+/**
+ * One connection of its own (a pooled one cannot stay in `LISTEN`) that receives the token-change
+ * notifications and calls the listeners. It connects on the first listener and reconnects a second
+ * after it is lost; notifications sent while it is down are missed, which the revision poll covers.
+ */
+class TokenChangeListener {
+  private readonly listeners = new Set<() => void>()
+  private client: pg.Client | undefined
+  private retry: NodeJS.Timeout | undefined
+  private closed = false
+
+  constructor (private readonly connectionString: string, private readonly connectTimeoutMs: number) {}
+
+  add (listener: () => void): () => void {
+    this.listeners.add(listener)
+    if (this.client === undefined && this.retry === undefined) this.connect()
+    return () => { this.listeners.delete(listener) }
+  }
+
+  async close (): Promise<void> {
+    this.closed = true
+    clearTimeout(this.retry)
+    const client = this.client
+    this.client = undefined
+    await client?.end().catch(() => {})
+  }
+
+  private connect (): void {
+    if (this.closed || this.listeners.size === 0) return
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      connectionTimeoutMillis: this.connectTimeoutMs,
+      application_name: 'plantstore-token-listener',
+      keepAlive: true
+    })
+    this.client = client
+    let lost = false
+    const reconnect = () => {
+      if (lost) return
+      lost = true
+      client.end().catch(() => {})
+      if (this.client === client) this.client = undefined
+      if (!this.closed) this.retry = setTimeout(() => { this.retry = undefined; this.connect() }, LISTEN_RETRY_MS).unref()
+    }
+    client.on('error', reconnect)
+    client.on('end', reconnect)
+    client.on('notification', () => {
+      for (const listener of this.listeners) listener()
+    })
+    client.connect()
+      .then(() => client.query(`LISTEN ${TOKEN_CHANNEL}`))
+      // Changes made while this was not listening are picked up now rather than at the next poll.
+      .then(() => { for (const listener of this.listeners) listener() })
+      .catch(reconnect)
   }
 }
 

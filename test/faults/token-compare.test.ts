@@ -20,56 +20,73 @@ vi.mock('node:crypto', async (importOriginal) => {
   }
 })
 
-const { AccessTokens, digestToken } = await import('../../src/auth/tokens.js')
+const { AccessTokenRegistry } = await import('../../src/auth/token-registry.js')
+const { digestToken, parseTokenList } = await import('../../src/auth/tokens.js')
+const { openMemoryStore } = await import('../../src/store/memory.js')
+
+async function registryAccepting (...tokens: string[]) {
+  const store = openMemoryStore()
+  const registry = new AccessTokenRegistry(store.tokens, parseTokenList(tokens.join(',')))
+  await registry.refresh()
+  return registry
+}
 
 describe('Token comparison', () => {
   const secret = 'a-long-secret-token-0123456789'
-  const tokens = new AccessTokens([digestToken('another-token'), digestToken(secret), digestToken('a-third-token')])
 
   it.each([
-    ['the right token', secret, true],
-    ['all but the last character right', `${secret.slice(0, -1)}x`, false],
-    ['only the first character right', `a${'x'.repeat(secret.length - 1)}`, false],
-    ['nothing right, another length', 'zz', false]
-  ])('does the same work for %s: one constant-time compare of 32-byte digests per accepted token', (_case, presented, accepted) => {
-    timingSafeEqualSpy.calls.length = 0
-
-    const result = tokens.accepts(presented)
-
-    expect(result).toBe(accepted)
-    expect(timingSafeEqualSpy.calls).toHaveLength(3)
-    for (const [left, right] of timingSafeEqualSpy.calls) {
-      expect([left.length, right.length]).toEqual([32, 32])
-      expect(right.equals(digestToken(presented))).toBe(true)
-      expect(left.includes(Buffer.from(secret))).toBe(false)
-    }
-  })
-
-  it('remembers an accepted token, so its next requests skip the digest and the compares', () => {
-    const fresh = new AccessTokens([digestToken('another-token'), digestToken(secret)])
-    expect(fresh.accepts(secret)).toBe(true)
+    ['all but the last character right', `${secret.slice(0, -1)}x`],
+    ['only the first character right', `a${'x'.repeat(secret.length - 1)}`],
+    ['nothing right, another length', 'zz']
+  ])('refuses %s after one digest, without comparing it with any token', async (_case, presented) => {
+    const tokens = await registryAccepting('another-token', secret, 'a-third-token')
     timingSafeEqualSpy.calls.length = 0
     hashSpy.calls = 0
 
-    expect(fresh.accepts(secret)).toBe(true)
+    expect(tokens.identify(presented)).toBeUndefined()
+
+    expect(hashSpy.calls).toBe(1)
+    expect(timingSafeEqualSpy.calls).toHaveLength(0)
+  })
+
+  it('accepts the right token after one digest and one constant-time compare of 32-byte digests', async () => {
+    const tokens = await registryAccepting('another-token', secret, 'a-third-token')
+    timingSafeEqualSpy.calls.length = 0
+    hashSpy.calls = 0
+
+    expect(tokens.identify(secret)?.name).toBe('environment-2')
+
+    expect(hashSpy.calls).toBe(1)
+    expect(timingSafeEqualSpy.calls).toHaveLength(1)
+    const [left, right] = timingSafeEqualSpy.calls[0] ?? []
+    expect([left?.length, right?.length]).toEqual([32, 32])
+    expect(left?.equals(digestToken(secret))).toBe(true)
+    expect(right?.equals(digestToken(secret))).toBe(true)
+  })
+
+  it('remembers an accepted token, so its next requests skip the digest and the compare', async () => {
+    const tokens = await registryAccepting('another-token', secret)
+    expect(tokens.identify(secret)).toBeDefined()
+    timingSafeEqualSpy.calls.length = 0
+    hashSpy.calls = 0
+
+    expect(tokens.identify(secret)).toBeDefined()
 
     expect(hashSpy.calls).toBe(0)
     expect(timingSafeEqualSpy.calls).toHaveLength(0)
   })
 
-  it('never remembers a refused token: every try digests it and compares with every accepted digest', () => {
-    const fresh = new AccessTokens([digestToken('another-token'), digestToken(secret)])
-    expect(fresh.accepts(secret)).toBe(true)
+  it('never remembers a refused token: every try digests it again', async () => {
+    const tokens = await registryAccepting('another-token', secret)
+    expect(tokens.identify(secret)).toBeDefined()
     const wrong = `${secret.slice(0, -1)}x`
 
     for (let attempt = 0; attempt < 3; attempt++) {
-      timingSafeEqualSpy.calls.length = 0
       hashSpy.calls = 0
 
-      expect(fresh.accepts(wrong)).toBe(false)
+      expect(tokens.identify(wrong)).toBeUndefined()
 
       expect(hashSpy.calls).toBe(1)
-      expect(timingSafeEqualSpy.calls).toHaveLength(2)
     }
   })
 })

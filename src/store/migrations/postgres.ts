@@ -22,5 +22,34 @@ export const postgresMigrations: readonly Migration[] = [
         created_at TIMESTAMPTZ NOT NULL DEFAULT now()
       );
     `
+  },
+  {
+    version: 2,
+    name: 'access tokens as data: names, scopes, expiry, revocation',
+    // The generated token of an earlier release becomes the first-start admin token, all scopes, same digest.
+    sql: `
+      CREATE TABLE access_tokens (
+        id         TEXT PRIMARY KEY,
+        name       TEXT NOT NULL,
+        scopes     TEXT NOT NULL,
+        sha256     BYTEA NOT NULL UNIQUE CHECK (length(sha256) = 32),
+        created_at TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ,
+        revoked_at TIMESTAMPTZ
+      );
+
+      CREATE INDEX access_tokens_live_name ON access_tokens (name) WHERE revoked_at IS NULL;
+
+      CREATE TABLE access_token_revision (
+        singleton SMALLINT PRIMARY KEY CHECK (singleton = 1),
+        revision  BIGINT NOT NULL
+      );
+      INSERT INTO access_token_revision (singleton, revision) VALUES (1, 0);
+
+      INSERT INTO access_tokens (id, name, scopes, sha256, created_at)
+        SELECT gen_random_uuid()::text, 'initial-admin', 'plants:read plants:write admin', sha256, created_at
+        FROM generated_access_token;
+      DROP TABLE generated_access_token;
+    `
   }
 ]

@@ -18,5 +18,36 @@ export const sqliteMigrations: readonly Migration[] = [
         created_at TEXT NOT NULL
       ) STRICT;
     `
+  },
+  {
+    version: 2,
+    name: 'access tokens as data: names, scopes, expiry, revocation',
+    // The generated token of an earlier release becomes the first-start admin token, all scopes, same digest.
+    sql: `
+      CREATE TABLE access_tokens (
+        id         TEXT PRIMARY KEY,
+        name       TEXT NOT NULL,
+        scopes     TEXT NOT NULL,
+        sha256     BLOB NOT NULL UNIQUE CHECK (length(sha256) = 32),
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        revoked_at TEXT
+      ) STRICT;
+
+      CREATE INDEX access_tokens_live_name ON access_tokens (name) WHERE revoked_at IS NULL;
+
+      CREATE TABLE access_token_revision (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO access_token_revision (singleton, revision) VALUES (1, 0);
+
+      INSERT INTO access_tokens (id, name, scopes, sha256, created_at)
+        SELECT lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' ||
+                     substr('89ab', 1 + abs(random()) % 4, 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
+               'initial-admin', 'plants:read plants:write admin', sha256, created_at
+        FROM generated_access_token;
+      DROP TABLE generated_access_token;
+    `
   }
 ]

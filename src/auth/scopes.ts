@@ -1,0 +1,40 @@
+/** What a token may do (API.md, "Access tokens"): each operation needs exactly one of these. */
+export const SCOPES = ['plants:read', 'plants:write', 'admin'] as const
+export type Scope = typeof SCOPES[number]
+
+/** The scopes of a token as bits, so the per-request check is one AND. */
+export type ScopeSet = number
+
+const SCOPE_BIT: Readonly<Record<Scope, number>> = { 'plants:read': 1, 'plants:write': 2, admin: 4 }
+
+export function isScope (value: string): value is Scope {
+  return Object.hasOwn(SCOPE_BIT, value)
+}
+
+export function scopeSetOf (scopes: readonly Scope[]): ScopeSet {
+  let set = 0
+  for (const scope of scopes) set |= SCOPE_BIT[scope]
+  return set
+}
+
+export function grants (set: ScopeSet, scope: Scope): boolean {
+  return (set & SCOPE_BIT[scope]) !== 0
+}
+
+/** Scopes in their canonical order, without repeats: how they are stored and shown. */
+export function canonicalScopes (scopes: Iterable<string>): Scope[] {
+  const wanted = new Set(scopes)
+  return SCOPES.filter((scope) => wanted.has(scope))
+}
+
+/** The stored form: scopes separated by spaces, as in OAuth's `scope` parameter. */
+export function scopesText (scopes: readonly Scope[]): string {
+  return canonicalScopes(scopes).join(' ')
+}
+
+export function scopesOfText (text: string): Scope[] {
+  return canonicalScopes(text.split(' '))
+}
+
+/** A token that plain `PLANTSTORE_TOKENS` entries and tokens of earlier releases carry. */
+export const PLANT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write']

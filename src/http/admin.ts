@@ -1,0 +1,170 @@
+import type { FastifyInstance } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { bearerAuth } from '../auth/bearer.js'
+import { perTokenRateLimit } from '../auth/rate-limit.js'
+import type { AccessTokenRegistry, TokenView } from '../auth/token-registry.js'
+import {
+  accessTokenNameTaken, accessTokenNotFound, environmentTokenNotRevocable, invalidRequest
+} from '../errors.js'
+import {
+  AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken, ref
+} from '../schemas.js'
+import type { AccessTokenRecord } from '../store/access-token-store.js'
+import { bearerSecurity } from './docs.js'
+import { answerUnmatched } from './method-not-allowed.js'
+import { errorResponses } from './responses.js'
+
+export interface AdminRoutesOptions {
+  readonly accessTokens: AccessTokenRegistry
+  readonly rateLimitPerMinute: number
+}
+
+const ADMIN_SECURITY = bearerSecurity('admin')
+
+const everyOperationErrors = {
+  400: errorResponses[400],
+  401: errorResponses[401],
+  403: errorResponses[403],
+  429: errorResponses[429],
+  500: errorResponses[500],
+  503: errorResponses[503]
+}
+
+/**
+ * Everything under `/admin`, registered under that prefix: a valid token first (401), then the `admin`
+ * scope (403), for every request of the scope, its 404s and 405s included.
+ */
+export async function adminRoutes (app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
+  await app.register(bearerAuth, { tokens: options.accessTokens, requiredScope: () => 'admin' })
+  await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
+  app.setNotFoundHandler(answerUnmatched)
+  await app.register(accessTokenRoutes, { prefix: '/tokens', accessTokens: options.accessTokens })
+}
+
+/** `/admin/tokens`: access tokens as data (API.md, "Access tokens"). */
+async function accessTokenRoutes (app: FastifyInstance, options: { readonly accessTokens: AccessTokenRegistry }): Promise<void> {
+  const { accessTokens } = options
+  const tokens = app.withTypeProvider<TypeBoxTypeProvider>()
+
+  tokens.post('', {
+    schema: {
+      operationId: 'createAccessToken',
+      summary: 'Create an access token',
+      description: 'Makes a token with a name, scopes and an optional expiry. The answer holds the token ' +
+        'itself, for the only time: store it now. Every instance on the same store accepts it within 2 seconds; ' +
+        'the one that answers, before it answers.',
+      tags: ['tokens'],
+      security: ADMIN_SECURITY,
+      body: ref(NewAccessToken),
+      response: {
+        201: {
+          ...ref(CreatedAccessToken),
+          description: 'The token is made',
+          headers: {
+            Location: { type: 'string', description: 'The path of the token: /admin/tokens/{id}' },
+            'Cache-Control': { type: 'string', description: 'no-store: the body holds a secret' }
+          }
+        },
+        ...everyOperationErrors,
+        409: errorResponses.tokenNameTaken,
+        413: errorResponses[413],
+        415: errorResponses[415]
+      }
+    }
+  }, async (request, reply) => {
+    const { name, scopes, expiresAt: expiresAtText } = request.body
+    const expiresAt = expiresAtText === undefined ? undefined : new Date(expiresAtText.toUpperCase())
+    if (expiresAt !== undefined && expiresAt.getTime() <= Date.now()) throw invalidRequest('expiresAt must be in the future')
+    const result = await accessTokens.create(expiresAt === undefined ? { name, scopes } : { name, scopes, expiresAt })
+    if (result.status === 'name-taken') throw accessTokenNameTaken(name)
+    request.log.info({ accessToken: { id: result.token.id, name: result.token.name, scopes: result.token.scopes } }, 'access token created')
+    return reply.code(201)
+      .header('location', `/admin/tokens/${result.token.id}`)
+      .header('cache-control', 'no-store')
+      .send({ ...recordBody(result.token), token: result.secret })
+  })
+
+  tokens.get('', {
+    schema: {
+      operationId: 'listAccessTokens',
+      summary: 'List access tokens',
+      description: 'Every token, live, expired and revoked, of both sources (`store` and `environment`), ' +
+        'newest first, without the tokens themselves or their digests.',
+      tags: ['tokens'],
+      security: ADMIN_SECURITY,
+      response: {
+        200: { ...AccessTokenList, description: 'The tokens' },
+        ...everyOperationErrors
+      }
+    }
+  }, async (_request, reply) => {
+    return reply.header('cache-control', 'no-store').send((await accessTokens.list()).map(viewBody))
+  })
+
+  tokens.get('/:id', {
+    schema: {
+      operationId: 'getAccessToken',
+      summary: 'Read an access token',
+      description: 'The token with this id, without the token itself or its digest.',
+      tags: ['tokens'],
+      security: ADMIN_SECURITY,
+      params: AccessTokenIdParams,
+      response: {
+        200: { ...ref(AccessToken), description: 'The token' },
+        ...everyOperationErrors,
+        404: errorResponses.tokenNotFound
+      }
+    }
+  }, async (request, reply) => {
+    const { id } = request.params
+    const token = (await accessTokens.list()).find((candidate) => candidate.id === id)
+    if (token === undefined) throw accessTokenNotFound(id)
+    return reply.header('cache-control', 'no-store').send(viewBody(token))
+  })
+
+  tokens.delete('/:id', {
+    schema: {
+      operationId: 'revokeAccessToken',
+      summary: 'Revoke an access token',
+      description: 'From now on the token gets 401 on this instance, and within 2 seconds on every other ' +
+        'instance on the same store; requests already under way finish. Revoking a revoked token changes ' +
+        'nothing. A token may revoke itself. Tokens from PLANTSTORE_TOKENS cannot be revoked here (409).',
+      tags: ['tokens'],
+      security: ADMIN_SECURITY,
+      params: AccessTokenIdParams,
+      response: {
+        204: { type: 'null', description: 'The token is revoked' },
+        ...everyOperationErrors,
+        404: errorResponses.tokenNotFound,
+        409: errorResponses.tokenNotRevocable,
+        413: errorResponses[413],
+        415: errorResponses[415]
+      }
+    }
+  }, async (request, reply) => {
+    const { id } = request.params
+    const result = await accessTokens.revoke(id)
+    if (result.status === 'not-found') throw accessTokenNotFound(id)
+    if (result.status === 'environment') throw environmentTokenNotRevocable(result.token.name)
+    request.log.info({ accessToken: { id: result.token.id, name: result.token.name } }, 'access token revoked')
+    return reply.code(204).send()
+  })
+}
+
+function recordBody (token: AccessTokenRecord) {
+  return {
+    id: token.id,
+    name: token.name,
+    scopes: [...token.scopes],
+    createdAt: token.createdAt.toISOString(),
+    ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt.toISOString() })
+  }
+}
+
+function viewBody (token: TokenView): AccessToken {
+  return {
+    ...recordBody(token),
+    source: token.source,
+    ...(token.revokedAt === undefined ? {} : { revokedAt: token.revokedAt.toISOString() })
+  }
+}
