@@ -1,5 +1,8 @@
-// After `PLANTSTORE_TEST_LOG_LEVEL=trace vitest run`: no token that any test configures or presents may
-// appear in any captured log line. Tokens are the string literals in test/ whose name says "token".
+// After `PLANTSTORE_TEST_LOG_LEVEL=trace vitest run`: no token that any test configures or presents, nor
+// its SHA-256 digest, may appear in any captured log line (the service's and the command line's). Tokens
+// are the string literals in test/ whose text says "token", and every token the service generates
+// (`pst_` and 43 base64url characters), whichever test made it.
+import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -9,16 +12,22 @@ const files = (folder) => readdirSync(folder, { withFileTypes: true })
 const tokens = new Set()
 for (const file of files(join(root, 'test')).filter((name) => name.endsWith('.ts'))) {
   for (const match of readFileSync(file, 'utf8').matchAll(/'([A-Za-z0-9._~+/-]*token[A-Za-z0-9._~+/-]*)'/g)) {
-    if (match[1].length >= 10) tokens.add(match[1])
+    // A literal that starts with "/" is a path such as '/admin/tokens', which log lines name as URLs.
+    if (match[1].length >= 10 && !match[1].startsWith('/')) tokens.add(match[1])
   }
 }
 const logFolder = join(root, 'test-artifacts', 'logs')
 const logs = files(logFolder).map((file) => readFileSync(file, 'utf8')).join('\n')
 const lines = logs.split('\n').filter((line) => line !== '').length
-const leaked = [...tokens].filter((token) => logs.includes(token))
-console.log(`searched ${lines} log lines for ${tokens.size} tokens`)
-if (leaked.length > 0) {
-  console.error(`tokens found in the logs: ${leaked.length}`)
+const sha256 = (text) => createHash('sha256').update(text).digest()
+const leaked = [...tokens].filter((token) => {
+  const digest = sha256(token)
+  return logs.includes(token) || logs.toLowerCase().includes(digest.toString('hex')) || logs.includes(digest.toString('base64'))
+})
+const generated = logs.match(/pst_[A-Za-z0-9_-]{43}/g) ?? []
+console.log(`searched ${lines} log lines for ${tokens.size} tokens, their digests, and generated pst_ tokens`)
+if (leaked.length > 0 || generated.length > 0) {
+  console.error(`tokens or digests found in the logs: ${leaked.length}; generated tokens found: ${generated.length}`)
   process.exit(1)
 }
 if (lines < 1000) {

@@ -66,7 +66,12 @@ export function isIntegerText (value: unknown, rule: IntegerTextRule): value is 
 const RFC3339_DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
 
 export function isDateTime (value: unknown): value is string {
-  return typeof value === 'string' && RFC3339_DATE_TIME.test(value) && !Number.isNaN(Date.parse(value.toUpperCase()))
+  if (typeof value !== 'string' || !RFC3339_DATE_TIME.test(value) || Number.isNaN(Date.parse(value.toUpperCase()))) return false
+  const [year, month, day, hour, minute, second] = value.split(/[-:Tt.Zz+]/, 6).map(Number) as number[]
+  // Date.parse rolls a 30 February over into March: the calendar date must come back as written.
+  const date = new Date(Date.UTC(year as number, (month as number) - 1, day))
+  return date.getUTCMonth() === (month as number) - 1 && date.getUTCDate() === day &&
+    (hour as number) < 24 && (minute as number) < 60 && (second as number) < 60
 }
 
 /** An access token's name (API.md): 1–64 characters of `[A-Za-z0-9._-]`. */

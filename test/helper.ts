@@ -20,7 +20,10 @@ export const TEST_TOKEN = 'plantstore-test-token-5f1c2a'
 export interface TestAppOptions {
   readonly store?: PlantStore
   readonly config?: Partial<AppConfig>
-  /** Accepted tokens as PLANTSTORE_TOKENS entries (`name=…;scopes=…;token`); TEST_TOKEN, with the plant scopes, by default. */
+  /**
+   * Accepted tokens as PLANTSTORE_TOKENS entries (`name=…;scopes=…;token`); TEST_TOKEN, with the plant
+   * scopes, by default; none (only the store's tokens) for an empty list.
+   */
   readonly tokens?: readonly string[]
   readonly logStream?: DestinationStream
 }
@@ -28,7 +31,8 @@ export interface TestAppOptions {
 /** Builds the production app on a fresh store and closes it (and so the store) when the test ends. */
 export async function buildTestApp (options: TestAppOptions = {}): Promise<FastifyInstance> {
   const store = options.store ?? openMemoryStore()
-  const accessTokens = new AccessTokenRegistry(store.tokens, parseTokenList((options.tokens ?? [TEST_TOKEN]).join(',')))
+  const entries = options.tokens ?? [TEST_TOKEN]
+  const accessTokens = new AccessTokenRegistry(store.tokens, entries.length === 0 ? [] : parseTokenList(entries.join(',')))
   await accessTokens.refresh()
   const app = await buildApp(
     { bodyLimit: 16384, logLevel: (CAPTURED_LOG_LEVEL as LogLevel | undefined) ?? 'silent', prettyLogs: false, ...options.config },

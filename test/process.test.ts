@@ -4,6 +4,8 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from './helper.js'
 import { CAPTURED_LOG_LEVEL } from './log-capture.js'
+import { AccessTokenRegistry } from '../src/auth/token-registry.js'
+import { openSqliteStore } from '../src/store/sqlite.js'
 import { spawnServer, startServer } from './server-process.js'
 
 const TOKEN = 'process-test-token'
@@ -102,6 +104,43 @@ describe('The built server as a child process, over real HTTP', () => {
     expect(fresh.stderr()).not.toContain('initial-admin')
     // The entry carries the plant scopes only: listing tokens needs admin.
     expect(freshTokens.status).toBe(403)
+  })
+
+  it('reads PLANTSTORE_TOKENS_FILE again on SIGHUP, and keeps the tokens in use when the new file is not valid', async () => {
+    const file = join(temporaryFolder(), 'tokens')
+    writeFileSync(file, '# the dashboard\nname=dashboard;scopes=plants:read;sighup-first-token-4b1d\n')
+    const server = await startServer({ DATABASE_URL: 'memory:', PLANTSTORE_TOKENS_FILE: file })
+    const status = async (token: string) => (await fetch(`${server.baseUrl}/plants`, { headers: auth(token) })).status
+    expect(await status('sighup-first-token-4b1d')).toBe(200)
+
+    writeFileSync(file, 'name=dashboard-2;scopes=plants:read;sighup-second-token-90ce\n')
+    process.kill(server.child.pid as number, 'SIGHUP')
+    await expect.poll(() => status('sighup-second-token-90ce'), { timeout: 2000, interval: 20 }).toBe(200)
+    const firstAfterReload = await status('sighup-first-token-4b1d')
+    writeFileSync(file, 'name=bad name;sighup-third-token-12aa\n')
+    process.kill(server.child.pid as number, 'SIGHUP')
+    await expect.poll(() => server.stdout(), { timeout: 2000, interval: 20 }).toContain('SIGHUP: the token file was not loaded')
+
+    expect(firstAfterReload).toBe(401)
+    expect(await status('sighup-second-token-90ce')).toBe(200)
+    expect(await status('sighup-third-token-12aa')).toBe(401)
+    expect(server.stdout()).toContain('"msg":"SIGHUP: the token file was not loaded, the tokens in use stay: PLANTSTORE_TOKENS_FILE entry 1 has a bad name')
+    expect(server.stdout()).toContain('"tokens":["dashboard-2"],"msg":"SIGHUP: token file read again"')
+    expect(server.stdout()).not.toContain('sighup-')
+  })
+
+  it('does not start when an entry of PLANTSTORE_TOKENS has the name of a live stored token', async () => {
+    const file = join(temporaryFolder(), 'clash.db')
+    const store = openSqliteStore(file)
+    const registry = new AccessTokenRegistry(store.tokens)
+    expect((await registry.create({ name: 'ci', scopes: ['plants:read'] })).status).toBe('created')
+    await store.close()
+
+    const server = spawnServer({ DATABASE_URL: `sqlite:${file}`, PLANTSTORE_TOKENS: 'name=ci;clash-process-token-5e2f' })
+
+    expect(await server.exited).toBe(1)
+    expect(server.stderr()).toBe('plantstore could not start: PLANTSTORE_TOKENS: the name "ci" is already used by a live token in the store; ' +
+      'rename the entry or revoke that token\n')
   })
 
   it('stops gracefully on SIGTERM and SIGINT with exit code 0 and no error logged', async () => {

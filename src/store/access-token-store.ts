@@ -47,10 +47,9 @@ export interface AccessTokenStore {
   watch? (listener: () => void): () => void
 }
 
-/** Ordering of `list`: newest first, ties broken by id so the order is total. */
+/** Ordering of `list`: newest first. Ties keep their order (`Array.prototype.sort` is stable). */
 export function newestFirst (a: AccessTokenRecord, b: AccessTokenRecord): number {
-  const byTime = b.createdAt.getTime() - a.createdAt.getTime()
-  return byTime !== 0 ? byTime : (a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
+  return b.createdAt.getTime() - a.createdAt.getTime()
 }
 
 /** Whether a token is live at `at`: not revoked, and not expired. */

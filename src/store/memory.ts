@@ -63,7 +63,7 @@ function memoryTokenStore (): AccessTokenStore {
   const withoutDigest = ({ digest: _digest, ...record }: VerifiableAccessToken) => record
   return {
     async list () {
-      return [...tokens.values()].map(withoutDigest).sort(newestFirst)
+      return [...tokens.values()].reverse().map(withoutDigest).sort(newestFirst)
     },
     async listVerifiable () {
       return [...tokens.values()].filter((token) => token.revokedAt === undefined)
