@@ -5,17 +5,31 @@
  * /proc; for PostgreSQL also the database's), and the load generator's CPU share, marking a measurement
  * whose generator was 90 % busy or more as invalid: then it measured itself, not the server.
  *
- *   npm run bench                      full run: 5 interleaved rounds of 4 s per measurement
+ *   npm run bench                      full run: 5 interleaved rounds of 4 s per measurement, every part
  *   npm run bench -- --quick           smoke run: 1 round of 1 s
+ *   npm run bench -- --only tokens     only the named parts of the full run (comma-separated; with or
+ *                                      without --quick):
+ *                                        backends  baseline, SQLite, PostgreSQL and memory, ratios ÷ baseline
+ *                                        tokens    one SQLite service accepting an environment token
+ *                                                  (PLANTSTORE_TOKENS) and a store token (made through
+ *                                                  POST /admin/tokens), POST and GET by id with each:
+ *                                                  ratios store token ÷ environment token
  *   npm run bench -- --scale 1000000,10000000
  *                                      cost as the store grows: bulk-load N plants, then measure POST,
  *                                      GET by id and a deep list page against the empty store
+ *   npm run bench -- --help            this text
  *
  * Servers run on CPU 0 and the load generator (wrk, installed from Debian's packages when missing and
  * run as root; else autocannon in this process) on CPU 1 when `taskset` exists. Figures are medians over
- * rounds; ratios are against the baseline of the same run.
+ * rounds; ratios are against the reference of the same run, named in each row's `against`.
+ *
+ * Results go to bench/results/latest.json (quick.json with --quick) as `{ machine, rows }`. A run of
+ * some parts only (--only) replaces those parts' rows in the file and keeps the others, with their
+ * `machine`; its own machine and date go to `partialRuns.<part>`. The chart (latest.svg) shows the
+ * backends' rows and is written only when they were measured.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -28,6 +42,9 @@ import { renderChart } from './chart.js'
 import { loadGenerator, processCpuSeconds, processTreeCpuSeconds, type Load } from './load-generator.js'
 
 const TOKEN = 'bench-token'
+/** The names of the token comparison's two plant tokens: equally long, so their log lines are too. */
+const ENVIRONMENT_TOKEN_NAME = 'bench-token'
+const STORE_TOKEN_NAME = 'bench-store'
 const CONNECTIONS = 50
 const PRELOADED = 2000
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -53,14 +70,31 @@ interface Target {
   readonly name: string
   readonly url: string
   readonly process: ChildProcess
+  /** The bearer token the load generator sends. */
+  token: string
   nextId: bigint
   preloadedIds: bigint[]
 }
 
+const PARTS = ['backends', 'tokens'] as const
+type Part = typeof PARTS[number]
+
 const args = process.argv.slice(2)
+if (args.includes('--help') || args.includes('-h')) {
+  const source = readFileSync(fileURLToPath(import.meta.url), 'utf8')
+  process.stdout.write(`${/\/\*\*\n([\s\S]*?)\n \*\//.exec(source)?.[1]?.replace(/^ \* ?/gm, '') ?? ''}\n`)
+  process.exit(0)
+}
 const quick = args.includes('--quick')
 const scaleArgument = args[args.indexOf('--scale') + 1]
 const scaleSizes = args.includes('--scale') && scaleArgument !== undefined ? scaleArgument.split(',').map(Number) : undefined
+const onlyArgument = args.includes('--only') ? args[args.indexOf('--only') + 1] ?? '' : undefined
+const parts: readonly Part[] = onlyArgument === undefined ? PARTS : onlyArgument.split(',').map((part) => part.trim()) as Part[]
+const unknownPart = parts.find((part) => !PARTS.includes(part))
+if (unknownPart !== undefined || parts.length === 0) {
+  process.stderr.write(`--only takes a comma-separated list of ${PARTS.join(', ')}; got ${JSON.stringify(onlyArgument)} (see --help)\n`)
+  process.exit(2)
+}
 const rounds = quick ? 1 : 5
 const durationSeconds = quick ? 1 : 4
 
@@ -102,7 +136,7 @@ function startProcess (name: string, command: string[], env: Record<string, stri
       const url = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1]
       if (url !== undefined) {
         clearInterval(poll)
-        resolve({ name, url, process: child, nextId: 1_000_000_000_000n, preloadedIds: [] })
+        resolve({ name, url, process: child, token: TOKEN, nextId: 1_000_000_000_000n, preloadedIds: [] })
       } else if (child.exitCode !== null || Date.now() - startedAt > 30_000) {
         clearInterval(poll)
         reject(new Error(`${name} did not start (exit code ${child.exitCode}):\n${output.slice(-5000)}`))
@@ -116,8 +150,8 @@ const SERVICE_NODE_FLAGS = (/node ((?:--\S+ )*)dist\/server\.js/.exec(
   (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start)?.[1] ?? '')
   .split(' ').filter((flag) => flag !== '')
 
-function startService (name: string, databaseUrl: string): Promise<Target> {
-  return startProcess(name, [process.execPath, ...SERVICE_NODE_FLAGS, 'dist/server.js'], { DATABASE_URL: databaseUrl })
+function startService (name: string, databaseUrl: string, env: Record<string, string> = {}): Promise<Target> {
+  return startProcess(name, [process.execPath, ...SERVICE_NODE_FLAGS, 'dist/server.js'], { DATABASE_URL: databaseUrl, ...env })
 }
 
 function rssMb (pid: number | undefined): number {
@@ -139,7 +173,7 @@ async function measure (target: Target, load: Load, seconds: number, deepAfter?:
   target.nextId += 100_000_000n
   const result = await generator.run({
     url: target.url,
-    token: TOKEN,
+    token: target.token,
     load,
     connections: CONNECTIONS,
     seconds,
@@ -174,7 +208,7 @@ async function preload (target: Target, count: number): Promise<void> {
     await Promise.all(ids.slice(start, start + CONNECTIONS).map(async (id) => {
       const response = await fetch(`${target.url}/plants`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
         body: `{"id":${id},"name":"plant ${id}"}`
       })
       if (response.status !== 200) throw new Error(`${target.name}: preload answered ${response.status}`)
@@ -189,7 +223,8 @@ const median = (values: number[]) => {
   return sorted.length % 2 === 1 ? sorted[middle] as number : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2
 }
 
-function summarize (samples: Sample[]) {
+/** Medians of a target's samples; `cpuDecimals` for the server's µs per request (whole µs unless asked). */
+function summarize (samples: Sample[], cpuDecimals = 0) {
   const generatorCpuShare = Math.max(...samples.map((sample) => sample.generatorCpuShare))
   return {
     rps: Math.round(median(samples.map((sample) => sample.rps))),
@@ -197,7 +232,7 @@ function summarize (samples: Sample[]) {
     p99: median(samples.map((sample) => sample.p99)),
     rssMb: Math.max(...samples.map((sample) => sample.rssMb)),
     errors: samples.reduce((sum, sample) => sum + sample.errors, 0),
-    serverCpuUs: Math.round(median(samples.map((sample) => sample.serverCpuUs))),
+    serverCpuUs: Number(median(samples.map((sample) => sample.serverCpuUs)).toFixed(cpuDecimals)),
     databaseCpuUs: Math.round(median(samples.map((sample) => sample.databaseCpuUs))),
     generatorCpuShare: Number(generatorCpuShare.toFixed(2)),
     valid: generatorCpuShare < SATURATED_GENERATOR
@@ -229,7 +264,24 @@ async function startPostgresDatabase (): Promise<string> {
   return postgres.adminUrl.replace(/\/postgres$/, `/${name}`)
 }
 
-async function compareBackends (): Promise<void> {
+async function stop (target: Target): Promise<void> {
+  if (target.process.exitCode !== null) return
+  const exited = new Promise((resolve) => target.process.once('exit', resolve))
+  process.kill(target.process.pid as number, 'SIGTERM')
+  const timer = setTimeout(() => { if (target.process.exitCode === null) process.kill(target.process.pid as number, 'SIGKILL') }, 10_000)
+  await exited
+  clearTimeout(timer)
+}
+
+function logSample (round: number, key: string, sample: Sample): void {
+  process.stderr.write(`round ${round} ${key}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms, ` +
+    `server ${sample.serverCpuUs.toFixed(1)} µs/req, ${generator.name} ${Math.round(sample.generatorCpuShare * 100)} % of a core\n`)
+}
+
+/** A measured target and load, with its ratios to the reference named in `against` (itself for the reference). */
+type Row = ReturnType<typeof summarize> & { target: string, load: string, ratio: number, cpuRatio: number, against: string }
+
+async function compareBackends (): Promise<Row[]> {
   const targets = [
     await startProcess('baseline', [process.execPath, '--import', 'tsx', 'bench/baseline.ts'], {}),
     await startService('sqlite', `sqlite:${join(workFolder, 'bench.db')}`),
@@ -245,11 +297,12 @@ async function compareBackends (): Promise<void> {
         const sample = await measure(target, load, durationSeconds)
         const key = `${target.name}/${load}`
         samples.set(key, [...(samples.get(key) ?? []), sample])
-        process.stderr.write(`round ${round} ${key}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms, ` +
-          `server ${Math.round(sample.serverCpuUs)} µs/req, ${generator.name} ${Math.round(sample.generatorCpuShare * 100)} % of a core\n`)
+        logSample(round, key, sample)
       }
     }
   }
+  // Idle servers would still share CPU 0 with whatever is measured next.
+  for (const target of targets) await stop(target)
 
   const rows = targets.flatMap((target) => LOADS.map((load) => {
     const summary = summarize(samples.get(`${target.name}/${load}`) ?? [])
@@ -259,18 +312,175 @@ async function compareBackends (): Promise<void> {
       load,
       ...summary,
       ratio: Number((summary.rps / baseline.rps).toFixed(2)),
-      cpuRatio: Number((summary.serverCpuUs / baseline.serverCpuUs).toFixed(2))
+      cpuRatio: Number((summary.serverCpuUs / baseline.serverCpuUs).toFixed(2)),
+      against: 'baseline'
     }
   }))
   printTable(rows)
-  mkdirSync(RESULTS, { recursive: true })
-  const file = quick ? 'quick' : 'latest'
-  writeFileSync(join(RESULTS, `${file}.json`), JSON.stringify({ machine: machine(), rows }, null, 2) + '\n')
-  writeFileSync(join(RESULTS, `${file}.svg`), renderChart(rows, machine()))
-  process.stdout.write(`\nwrote bench/results/${file}.json and bench/results/${file}.svg\n`)
+  return rows
 }
 
-type Row = ReturnType<typeof summarize> & { target: string, load: string, ratio: number, cpuRatio: number }
+const TOKEN_LOADS = ['post', 'get'] as const
+const ENVIRONMENT_TARGET = 'sqlite-environment-token'
+const STORE_TARGET = 'sqlite-store-token'
+/** The issue's bound: a store token's figures within 3 % of an environment token's. */
+const TOKEN_TOLERANCE = 0.03
+
+/**
+ * Is a token kept in the store as cheap as one from `PLANTSTORE_TOKENS`? One SQLite service accepts
+ * both (a second process would add its own drift to a 3 % question): `bench-token` from the
+ * environment (`bench-token_` and random characters, as long as a generated token), and
+ * `bench-store`, made with an admin entry of `PLANTSTORE_TOKENS` through
+ * `POST /admin/tokens`, both with `plants:read plants:write`. The two are measured in interleaved
+ * rounds like the backends, POST and GET by id; within a round their order alternates, so that a
+ * drift within a round does not always favour the same one. The database is shared, so both POST
+ * into the same growing table: the alternation spreads that too.
+ */
+async function compareTokens (): Promise<Row[]> {
+  const adminToken = `pst_${randomBytes(32).toString('base64url')}`
+  // As long as a generated token (`pst_` and 43 characters): the header, its b64token check and the
+  // hash of the remembered-token lookup cost by the character, and the rows compare sources, not lengths.
+  const environmentToken = `${TOKEN}_${randomBytes(32).toString('base64url')}`.slice(0, 47)
+  const service = await startService('tokens', `sqlite:${join(workFolder, 'tokens.db')}`, {
+    PLANTSTORE_TOKENS: `name=${ENVIRONMENT_TOKEN_NAME};${environmentToken},name=bench-admin;scopes=admin;${adminToken}`
+  })
+  const storeToken = await createStoreToken(service.url, adminToken)
+  if (storeToken.length !== environmentToken.length) throw new Error(`the store token has ${storeToken.length} characters, the environment token ${environmentToken.length}`)
+  const environment: Target = { ...service, name: ENVIRONMENT_TARGET, token: environmentToken }
+  const store: Target = { ...service, name: STORE_TARGET, token: storeToken }
+  // One id sequence for both: every POST measurement inserts above all the ids before it, as in the
+  // backends' rows (appending to the table's B-tree), and never repeats an id of the other target
+  // (an idempotent repeat, not an insert). Ranges of their own would have one target insert into the
+  // middle of the table, a different and dearer write.
+  let nextId = 1_000_000_000_000n
+  const measureNext = async (target: Target, load: Load, seconds: number) => {
+    target.nextId = nextId
+    const sample = await measure(target, load, seconds)
+    nextId = target.nextId
+    return sample
+  }
+  await preload(environment, PRELOADED)
+  store.preloadedIds = environment.preloadedIds
+  await checkTokenSources(service.url, adminToken, storeToken)
+  // Not recorded: the first requests with a token, and the code paths the preload did not run.
+  for (const load of TOKEN_LOADS) for (const target of [environment, store]) await measureNext(target, load, 1)
+
+  const samples = new Map<string, Sample[]>()
+  for (let round = 1; round <= rounds; round++) {
+    for (const load of TOKEN_LOADS) {
+      for (const target of round % 2 === 1 ? [environment, store] : [store, environment]) {
+        const sample = await measureNext(target, load, durationSeconds)
+        const key = `${target.name}/${load}`
+        samples.set(key, [...(samples.get(key) ?? []), sample])
+        logSample(round, key, sample)
+      }
+    }
+  }
+  await stop(service)
+
+  // Tenths of a µs and three decimals in the ratios: the question is about 3 % of some 40 µs.
+  const rows = TOKEN_LOADS.flatMap((load) => {
+    const reference = summarize(samples.get(`${ENVIRONMENT_TARGET}/${load}`) ?? [], 1)
+    return [ENVIRONMENT_TARGET, STORE_TARGET].map((target) => {
+      const summary = summarize(samples.get(`${target}/${load}`) ?? [], 1)
+      return {
+        target,
+        load,
+        ...summary,
+        ratio: Number((summary.rps / reference.rps).toFixed(3)),
+        cpuRatio: Number((summary.serverCpuUs / reference.serverCpuUs).toFixed(3)),
+        against: ENVIRONMENT_TARGET
+      }
+    })
+  })
+  printTokenTable(rows, samples)
+  return rows
+}
+
+async function createStoreToken (url: string, adminToken: string): Promise<string> {
+  const response = await fetch(`${url}/admin/tokens`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: STORE_TOKEN_NAME, scopes: ['plants:read', 'plants:write'] })
+  })
+  const body = await response.text()
+  if (response.status !== 201) throw new Error(`POST /admin/tokens answered ${response.status}: ${body}`)
+  return (JSON.parse(body) as { token: string }).token
+}
+
+/** That the two tokens are what the rows say: one of each source, same scopes, and the store's accepted. */
+async function checkTokenSources (url: string, adminToken: string, storeToken: string): Promise<void> {
+  const response = await fetch(`${url}/admin/tokens`, { headers: { authorization: `Bearer ${adminToken}` } })
+  const tokens = await response.json() as Array<{ name: string, source: string, scopes: string[] }>
+  const source = (name: string) => tokens.find((token) => token.name === name)
+  const scopesOf = (name: string) => [...source(name)?.scopes ?? []].sort().join(' ')
+  if (source(ENVIRONMENT_TOKEN_NAME)?.source !== 'environment' || source(STORE_TOKEN_NAME)?.source !== 'store' ||
+    scopesOf(ENVIRONMENT_TOKEN_NAME) !== scopesOf(STORE_TOKEN_NAME)) {
+    throw new Error(`GET /admin/tokens does not show one environment and one store token with the same scopes: ${JSON.stringify(tokens)}`)
+  }
+  const read = await fetch(`${url}/plants/1`, { headers: { authorization: `Bearer ${storeToken}` } })
+  if (read.status !== 200) throw new Error(`GET /plants/1 with the store token answered ${read.status}`)
+}
+
+function printTokenTable (rows: Row[], samples: Map<string, Sample[]>): void {
+  const title = { post: 'POST', get: 'GET by id' } as Record<string, string>
+  const header = ['comparison', 'req/s env', 'req/s store', 'req/s ÷', 'µs/req env', 'µs/req store', 'CPU ÷',
+    'per-round req/s ÷', 'per-round CPU ÷', 'p99 ms env/store', 'errors', `${generator.name} CPU`, `within ${TOKEN_TOLERANCE * 100} %`]
+  const lines = TOKEN_LOADS.map((load) => {
+    const environment = rows.find((row) => row.target === ENVIRONMENT_TARGET && row.load === load) as Row
+    const store = rows.find((row) => row.target === STORE_TARGET && row.load === load) as Row
+    // Paired by round: how much of the median ratio is noise.
+    const perRound = (measure: 'rps' | 'serverCpuUs') => {
+      const ratios = (samples.get(`${STORE_TARGET}/${load}`) ?? []).map((sample, index) =>
+        sample[measure] / (samples.get(`${ENVIRONMENT_TARGET}/${load}`)?.[index]?.[measure] ?? NaN))
+      return `${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}`
+    }
+    const generatorShare = Math.max(environment.generatorCpuShare, store.generatorCpuShare)
+    const within = Math.abs(store.ratio - 1) <= TOKEN_TOLERANCE && Math.abs(store.cpuRatio - 1) <= TOKEN_TOLERANCE
+    return [`${title[load] ?? load}, store token ÷ environment token`, String(environment.rps), String(store.rps), store.ratio.toFixed(3),
+      String(environment.serverCpuUs), String(store.serverCpuUs), store.cpuRatio.toFixed(3),
+      perRound('rps'), perRound('serverCpuUs'), `${environment.p99}/${store.p99}`,
+      String(environment.errors + store.errors),
+      `${Math.round(generatorShare * 100)} %${environment.valid && store.valid ? '' : ' INVALID'}`, within ? 'yes' : 'no']
+  })
+  const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
+  const format = (cells: string[]) => cells.map((cell, column) => column === 0 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)).join('  ')
+  process.stdout.write(`\nSQLite, one service, token ${ENVIRONMENT_TOKEN_NAME} (PLANTSTORE_TOKENS) against ${STORE_TOKEN_NAME} (POST /admin/tokens), both 47 characters; ` +
+    `medians of ${rounds} round${rounds === 1 ? '' : 's'} of ${durationSeconds} s, ratios store ÷ environment\n${format(header)}\n${lines.map(format).join('\n')}\n`)
+}
+
+const partOf = (row: { against?: string }): Part => row.against === undefined || row.against === 'baseline' ? 'backends' : 'tokens'
+
+/**
+ * Writes the rows of the parts measured. When some parts were not, their rows (and the machine they
+ * were measured on) are kept from the file, and this run's machine goes to `partialRuns`.
+ */
+function writeResults (rows: Row[]): void {
+  mkdirSync(RESULTS, { recursive: true })
+  const file = quick ? 'quick' : 'latest'
+  const path = join(RESULTS, `${file}.json`)
+  let results: { machine: ReturnType<typeof machine>, rows: Row[], partialRuns?: Partial<Record<Part, ReturnType<typeof machine>>> }
+  if (parts.length === PARTS.length || !existsSync(path)) {
+    results = { machine: machine(), rows }
+  } else {
+    const earlier = JSON.parse(readFileSync(path, 'utf8')) as typeof results
+    const partialRuns = { ...earlier.partialRuns }
+    for (const part of parts) partialRuns[part] = machine()
+    results = {
+      machine: earlier.machine,
+      rows: [...earlier.rows.filter((row) => !parts.includes(partOf(row))), ...rows]
+        .sort((a, b) => PARTS.indexOf(partOf(a)) - PARTS.indexOf(partOf(b))),
+      partialRuns
+    }
+  }
+  writeFileSync(path, JSON.stringify(results, null, 2) + '\n')
+  const written = [`bench/results/${file}.json`]
+  if (parts.includes('backends')) {
+    writeFileSync(join(RESULTS, `${file}.svg`), renderChart(rows.filter((row) => partOf(row) === 'backends'), machine()))
+    written.push(`bench/results/${file}.svg`)
+  }
+  process.stdout.write(`\nwrote ${written.join(' and ')}\n`)
+}
 
 function printTable (rows: Row[]): void {
   const header = ['target', 'load', 'req/s', '÷ baseline', 'p50 ms', 'p99 ms', 'server µs/req', 'CPU ÷ baseline', 'db µs/req', 'RSS MB', 'errors', `${generator.name} CPU`]
@@ -359,8 +569,14 @@ async function compareSizes (sizes: number[]): Promise<void> {
 }
 
 try {
-  if (scaleSizes !== undefined) await compareSizes(scaleSizes)
-  else await compareBackends()
+  if (scaleSizes !== undefined) {
+    await compareSizes(scaleSizes)
+  } else {
+    const rows: Row[] = []
+    if (parts.includes('backends')) rows.push(...await compareBackends())
+    if (parts.includes('tokens')) rows.push(...await compareTokens())
+    writeResults(rows)
+  }
 } finally {
   await cleanUp()
 }
