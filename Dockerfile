@@ -17,6 +17,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build \
+ && chmod 0755 dist/cli.js \
  && npm prune --omit=dev --ignore-scripts --no-audit --no-fund \
  && rm -rf node_modules/better-sqlite3 \
  && platform="$(node -p 'process.platform + "-" + process.arch')" \
@@ -34,7 +35,11 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-RUN mkdir -p /data && chown node:node /data
+# `plantstore tokens …` on the PATH: dist/cli.js starts with `#!/usr/bin/env node`, and a symlink's target
+# is what Node loads (an ES module, by /app/package.json). It reads the same environment as the service, so
+# `podman exec <container> plantstore tokens create …` changes the tokens of the service's own database.
+RUN mkdir -p /data && chown node:node /data \
+ && ln -s /app/dist/cli.js /usr/local/bin/plantstore
 VOLUME ["/data"]
 USER node
 EXPOSE 3000

@@ -2,14 +2,14 @@ import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
-import type { AccessTokenRegistry, TokenView } from '../auth/token-registry.js'
+import { tokenRecordDocument, tokenViewDocument } from '../auth/token-documents.js'
+import type { AccessTokenRegistry } from '../auth/token-registry.js'
 import {
   accessTokenNameTaken, accessTokenNotFound, environmentTokenNotRevocable, invalidRequest
 } from '../errors.js'
 import {
   AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken, ref
 } from '../schemas.js'
-import type { AccessTokenRecord } from '../store/access-token-store.js'
 import { bearerSecurity } from './docs.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { errorResponses } from './responses.js'
@@ -81,7 +81,7 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
     return reply.code(201)
       .header('location', `/admin/tokens/${result.token.id}`)
       .header('cache-control', 'no-store')
-      .send({ ...recordBody(result.token), token: result.secret })
+      .send({ ...tokenRecordDocument(result.token), token: result.secret })
   })
 
   tokens.get('', {
@@ -98,7 +98,7 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
       }
     }
   }, async (_request, reply) => {
-    return reply.header('cache-control', 'no-store').send((await accessTokens.list()).map(viewBody))
+    return reply.header('cache-control', 'no-store').send((await accessTokens.list()).map(tokenViewDocument))
   })
 
   tokens.get('/:id', {
@@ -119,7 +119,7 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
     const { id } = request.params
     const token = (await accessTokens.list()).find((candidate) => candidate.id === id)
     if (token === undefined) throw accessTokenNotFound(id)
-    return reply.header('cache-control', 'no-store').send(viewBody(token))
+    return reply.header('cache-control', 'no-store').send(tokenViewDocument(token))
   })
 
   tokens.delete('/:id', {
@@ -149,22 +149,4 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
     request.log.info({ accessToken: { id: result.token.id, name: result.token.name } }, 'access token revoked')
     return reply.code(204).send()
   })
-}
-
-function recordBody (token: AccessTokenRecord) {
-  return {
-    id: token.id,
-    name: token.name,
-    scopes: [...token.scopes],
-    createdAt: token.createdAt.toISOString(),
-    ...(token.expiresAt === undefined ? {} : { expiresAt: token.expiresAt.toISOString() })
-  }
-}
-
-function viewBody (token: TokenView): AccessToken {
-  return {
-    ...recordBody(token),
-    source: token.source,
-    ...(token.revokedAt === undefined ? {} : { revokedAt: token.revokedAt.toISOString() })
-  }
 }

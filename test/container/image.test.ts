@@ -253,6 +253,63 @@ describe(`The container image ${IMAGE}`, () => {
     expect(logs.stderr).not.toContain('generated this access token')
   })
 
+  it('runs plantstore tokens inside the running container (podman exec), on its /data database, and the service follows within 2 s', async () => {
+    const cliVolume = `plantstore-smoke-${randomUUID().slice(0, 8)}`
+    await podmanOk(['volume', 'create', cliVolume])
+    volumes.push(cliVolume)
+    const service = await startContainer(cliVolume)
+    /** GET /plants with `bearer` every 50 ms until it answers `status`; the time that took. */
+    const untilAnswered = async (bearer: string, status: number, since: number): Promise<number> => {
+      for (;;) {
+        const response = await fetch(`${service.baseUrl}/plants`, { headers: withToken(bearer), signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) })
+        await response.arrayBuffer()
+        if (response.status === status) return performance.now() - since
+        if (performance.now() - since > 5000) throw new Error(`GET /plants still answers ${response.status}, not ${status}, after 5 s`)
+        await sleep(50)
+      }
+    }
+
+    const located = await podman(['exec', service.name, 'sh', '-c', 'command -v plantstore'])
+    const help = await podman(['exec', service.name, 'plantstore', '--help'])
+    const usageError = await podman(['exec', service.name, 'plantstore', 'tokens', 'create', '--name', 'smoke', '--scopes', 'plants:delete'])
+    const created = await podman(['exec', service.name, 'plantstore', 'tokens', 'create', '--name', 'smoke-reader', '--scopes', 'plants:read', '--json'])
+    const createdExit = performance.now()
+    const body = JSON.parse(created.stdout) as { id: string, name: string, scopes: string[], token: string }
+    const acceptedAfterMs = await untilAnswered(body.token, 200, createdExit)
+    const listed = await podman(['exec', service.name, 'plantstore', 'tokens', 'list', '--json'])
+    const revoked = await podman(['exec', service.name, 'plantstore', 'tokens', 'revoke', 'smoke-reader'])
+    const revokedExit = performance.now()
+    const refusedAfterMs = await untilAnswered(body.token, 401, revokedExit)
+    // The command as a container of its own, on the same volume: `podman run … IMAGE plantstore tokens list`.
+    const oneShot = await podman(['run', '--rm', ...runArgs(await freePort(), { volume: cliVolume }), IMAGE, 'plantstore', 'tokens', 'list'])
+    const logs = await podman(['logs', service.name])
+    console.log(`podman exec plantstore tokens: the service accepted the new token ${acceptedAfterMs.toFixed(0)} ms after the ` +
+      `command exited, and refused it ${refusedAfterMs.toFixed(0)} ms after the revoke`)
+
+    expect(located).toEqual({ code: 0, stdout: '/usr/local/bin/plantstore\n', stderr: '' })
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/^Usage: plantstore <command> \[options\]\n/)
+    expect(usageError.code).toBe(2)
+    expect(usageError.stdout).toBe('')
+    expect(usageError.stderr).toMatch(/^plantstore: --scopes has the unknown scope "plants:delete"/)
+    expect(created.code, created.stderr).toBe(0)
+    expect(created.stderr).toBe('')
+    expect(body).toMatchObject({ name: 'smoke-reader', scopes: ['plants:read'] })
+    expect(body.token).toMatch(/^pst_[A-Za-z0-9_-]{43}$/)
+    expect(acceptedAfterMs).toBeLessThan(2000)
+    expect(listed.code, listed.stderr).toBe(0)
+    expect((JSON.parse(listed.stdout) as Array<{ name: string, source: string }>).map((token) => [token.name, token.source]))
+      .toEqual([['smoke-reader', 'store'], ['initial-admin', 'store']])
+    expect(listed.stdout).not.toContain('pst_')
+    expect(revoked.code, revoked.stderr).toBe(0)
+    expect(revoked.stdout).toMatch(new RegExp(`^revoked the access token "smoke-reader" \\(id ${body.id}\\) at `))
+    expect(refusedAfterMs).toBeLessThan(2000)
+    expect(oneShot.code, oneShot.stderr).toBe(0)
+    expect(oneShot.stdout.split('\n')[0]).toMatch(/^ID +NAME +SCOPES +SOURCE +CREATED +EXPIRES +STATUS$/)
+    expect(oneShot.stdout).toMatch(/ smoke-reader +plants:read +store +.* revoked /)
+    expect(logs.stdout + logs.stderr).not.toContain(body.token)
+  })
+
   it('holds no compiler, source tree or build objects, only the driver binary for its platform, which loads', async () => {
     const listing = await podmanOk(['run', '--rm', ...PODMAN_RUN_FLAGS, '--read-only', '--entrypoint', 'sh', IMAGE, '-c',
       'for tool in gcc g++ cc make python3; do command -v $tool; done; ' +

@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+import { AccessTokenRegistry } from './auth/token-registry.js'
+import { parseCommandLine, UsageError, type Invocation } from './cli/command-line.js'
+import { CommandFailure, runTokenCommand } from './cli/token-commands.js'
+import { InvalidConfigError, loadConfig, loadDotEnvFile } from './config.js'
+import { openStore } from './store/open-store.js'
+import { StoreUnavailableError } from './store/plant-store.js'
+
+/**
+ * Entry point of the `plantstore` command (`plantstore tokens create|list|revoke`): reads the
+ * configuration as the service does, opens the same store and changes its tokens through the same
+ * registry. Exit codes: 0 success, 1 the operation failed, 2 usage error. Output goes to stdout only on
+ * success; each error is one line on stderr, never holding a token.
+ */
+async function main (args: readonly string[]): Promise<number> {
+  let invocation: Invocation
+  try {
+    invocation = parseCommandLine(args)
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error
+    reportError(error.message)
+    return 2
+  }
+  if (invocation.command === 'help') {
+    process.stdout.write(invocation.text)
+    return 0
+  }
+  try {
+    loadDotEnvFile()
+    const config = loadConfig()
+    if (config.databaseUrl === 'memory:') {
+      throw new CommandFailure('DATABASE_URL is "memory:": the tokens of a memory store live only inside the running service; ' +
+        'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}')
+    }
+    const store = await openStore(config.databaseUrl, config.database)
+    try {
+      const registry = new AccessTokenRegistry(store.tokens, config.tokens)
+      await registry.refresh()
+      process.stdout.write(await runTokenCommand(invocation, registry))
+    } finally {
+      // Closing cannot undo a committed change; a failure to close must not hide its output or exit code.
+      await store.close().catch(() => {})
+    }
+    return 0
+  } catch (error) {
+    reportError(reasonOf(error))
+    return 1
+  }
+}
+
+function reasonOf (error: unknown): string {
+  if (error instanceof InvalidConfigError) return `configuration error: ${error.errors.map((problem) => problem.message).join('; ')}`
+  if (error instanceof StoreUnavailableError) return `the database is unavailable: ${error.message}`
+  // CommandFailure, StoreOpenError and the rest: their message names the problem.
+  if (error instanceof Error) return error.message
+  return String(error)
+}
+
+function reportError (message: string): void {
+  process.stderr.write(`plantstore: ${message.replace(/\s*\n\s*/g, ' ')}\n`)
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code },
+  (error: unknown) => {
+    reportError(reasonOf(error))
+    process.exitCode = 1
+  })
