@@ -12,7 +12,7 @@ import {
 } from '../schemas.js'
 import { bearerSecurity } from './docs.js'
 import { answerUnmatched } from './method-not-allowed.js'
-import { errorResponses } from './responses.js'
+import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface AdminRoutesOptions {
   readonly accessTokens: AccessTokenRegistry
@@ -21,14 +21,6 @@ export interface AdminRoutesOptions {
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-const everyOperationErrors = {
-  400: errorResponses[400],
-  401: errorResponses[401],
-  403: errorResponses[403],
-  429: errorResponses[429],
-  500: errorResponses[500],
-  503: errorResponses[503]
-}
 
 /**
  * Everything under `/admin`, registered under that prefix: a valid token first (401), then the `admin`
@@ -65,10 +57,9 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
             'Cache-Control': { type: 'string', description: 'no-store: the body holds a secret' }
           }
         },
-        ...everyOperationErrors,
-        409: errorResponses.tokenNameTaken,
-        413: errorResponses[413],
-        415: errorResponses[415]
+        ...authenticatedOperationErrors,
+        ...bodyErrors,
+        409: errorResponses.tokenNameTaken
       }
     }
   }, async (request, reply) => {
@@ -94,7 +85,7 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
       security: ADMIN_SECURITY,
       response: {
         200: { ...AccessTokenList, description: 'The tokens' },
-        ...everyOperationErrors
+        ...authenticatedOperationErrors
       }
     }
   }, async (_request, reply) => {
@@ -111,7 +102,7 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
       params: AccessTokenIdParams,
       response: {
         200: { ...ref(AccessToken), description: 'The token' },
-        ...everyOperationErrors,
+        ...authenticatedOperationErrors,
         404: errorResponses.tokenNotFound
       }
     }
@@ -134,11 +125,10 @@ async function accessTokenRoutes (app: FastifyInstance, options: { readonly acce
       params: AccessTokenIdParams,
       response: {
         204: { type: 'null', description: 'The token is revoked' },
-        ...everyOperationErrors,
+        ...authenticatedOperationErrors,
         404: errorResponses.tokenNotFound,
-        409: errorResponses.tokenNotRevocable,
-        413: errorResponses[413],
-        415: errorResponses[415]
+        ...bodyErrors,
+        409: errorResponses.tokenNotRevocable
       }
     }
   }, async (request, reply) => {

@@ -11,7 +11,7 @@ import {
 import type { PlantRecord, PlantStore } from '../store/plant-store.js'
 import { bearerSecurity } from './docs.js'
 import { answerUnmatched } from './method-not-allowed.js'
-import { errorResponses } from './responses.js'
+import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
@@ -19,16 +19,6 @@ export interface PlantsRoutesOptions {
   readonly rateLimitPerMinute: number
 }
 
-/** The failures every `/plants` operation can answer with, and those of the operations that read a body. */
-const everyOperationErrors = {
-  400: errorResponses[400],
-  401: errorResponses[401],
-  403: errorResponses[403],
-  429: errorResponses[429],
-  500: errorResponses[500],
-  503: errorResponses[503]
-}
-const bodyErrors = { 413: errorResponses[413], 415: errorResponses[415] }
 
 /** Reads need `plants:read`, writes `plants:write`; any other method gets its 405 with any valid token. */
 export function plantsScopeOf (method: string): Scope | undefined {
@@ -77,7 +67,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
           description: 'The plant is stored (or was already, with the same name and tag)',
           headers: { Location: { type: 'string', description: 'The path of the plant: /plants/{id}' } }
         },
-        ...everyOperationErrors,
+        ...authenticatedOperationErrors,
         ...bodyErrors,
         409: errorResponses[409]
       }
@@ -108,7 +98,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
           description: 'A page of plants, possibly empty',
           headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </plants?limit=N&after=ID>; rel="next"' } }
         },
-        ...everyOperationErrors
+        ...authenticatedOperationErrors
       }
     }
   }, async (request, reply) => {
@@ -129,7 +119,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       params: PlantIdParams,
       response: {
         200: { ...ref(StoredPlant), description: 'The plant' },
-        ...everyOperationErrors,
+        ...authenticatedOperationErrors,
         404: errorResponses[404]
       }
     }
@@ -151,7 +141,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       params: PlantIdParams,
       response: {
         204: { type: 'null', description: 'The plant was deleted' },
-        ...everyOperationErrors,
+        ...authenticatedOperationErrors,
         ...bodyErrors,
         404: errorResponses[404]
       }

@@ -29,3 +29,16 @@ export const errorResponses = {
     'Retry-After': { type: 'string', description: 'Seconds to wait before retrying' }
   })
 } as const
+
+/** What every authenticated operation can answer with, whatever it does. */
+export const authenticatedOperationErrors = {
+  400: errorResponses[400],
+  401: errorResponses[401],
+  403: errorResponses[403],
+  429: errorResponses[429],
+  500: errorResponses[500],
+  503: errorResponses[503]
+}
+
+/** What an operation that reads a body can answer with too. */
+export const bodyErrors = { 413: errorResponses[413], 415: errorResponses[415] }
