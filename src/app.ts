@@ -109,7 +109,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     done(null, payload)
   })
   app.addHook('onClose', async () => {
-    accessTokens.stopWatching()
+    await accessTokens.stopWatching()
     await store.close()
   })
 

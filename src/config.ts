@@ -105,7 +105,7 @@ function valueOf (env: Env, name: string): string | undefined {
  * from `name`. The file wins when both are set, since an image sets `DATABASE_URL` to its SQLite default.
  * Whitespace around a file's contents (its final newline) is not part of it.
  */
-function secretOf (env: Env, name: string): string | undefined {
+function secretOf (env: Env, name: string, emptyFile: 'refused' | 'allowed' = 'refused'): string | undefined {
   const fileVariable = `${name}_FILE`
   const file = valueOf(env, fileVariable)
   if (file === undefined) return valueOf(env, name)
@@ -117,7 +117,7 @@ function secretOf (env: Env, name: string): string | undefined {
     throw new ConfigError(fileVariable, `names ${JSON.stringify(file)}, which cannot be read (${reason})`)
   }
   const value = text.trim()
-  if (value === '') throw new ConfigError(fileVariable, `names ${JSON.stringify(file)}, which is empty`)
+  if (value === '' && emptyFile === 'refused') throw new ConfigError(fileVariable, `names ${JSON.stringify(file)}, which is empty`)
   return value
 }
 
@@ -150,20 +150,22 @@ function databaseUrlVariable (env: Env): string {
 
 /**
  * The tokens of `PLANTSTORE_TOKENS_FILE` (read again now) or `PLANTSTORE_TOKENS`: what `SIGHUP` reloads.
- * Throws ConfigError naming the variable when they are not valid.
+ * Unlike at start, a token file without entries is valid here: removing the last line of the file is how
+ * an operator withdraws its last token. Throws ConfigError naming the variable when they are not valid.
  */
 export function loadConfiguredTokens (env: Env = process.env): ConfiguredToken[] {
-  return tokensVariable(env)
+  return tokensVariable(env, 'allowed')
 }
 
 /** `PLANTSTORE_TOKENS`, or `PLANTSTORE_TOKENS_FILE` with one entry per line or comma-separated and `#` comment lines. */
-function tokensVariable (env: Env): ConfiguredToken[] {
-  const text = secretOf(env, 'PLANTSTORE_TOKENS')
+function tokensVariable (env: Env, noEntries: 'refused' | 'allowed' = 'refused'): ConfiguredToken[] {
+  const text = secretOf(env, 'PLANTSTORE_TOKENS', noEntries)
   if (text === undefined) return []
   const fromFile = valueOf(env, 'PLANTSTORE_TOKENS_FILE') !== undefined
   const entries = fromFile
     ? text.split('\n').filter((line) => !line.trimStart().startsWith('#')).join(',')
     : text
+  if (noEntries === 'allowed' && entries.split(',').every((entry) => entry.trim() === '')) return []
   try {
     return parseTokenList(entries)
   } catch (error) {

@@ -19,18 +19,45 @@ async function main (): Promise<void> {
   const config = loadConfig()
   const store = await openStore(config.databaseUrl, config.database)
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
-  const { initialAdminToken } = await untilStoreAnswers(async () => {
-    const loaded = await accessTokens.load()
-    accessTokens.replaceEnvironment(config.tokens)
-    return loaded
-  })
+  const { initialAdminToken } = await loadAccessTokens(accessTokens)
+  accessTokens.replaceEnvironment(config.tokens)
   const app = await buildApp(config, { store, accessTokens })
   app.log.info({ store: store.backend }, 'store opened')
-  accessTokens.watch(TOKEN_POLL_MS, (error) => { app.log.warn({ err: error }, 'could not read the access tokens; keeping the current ones') })
+  if (accessTokens.hasEnvironmentTokens && accessTokens.hasLiveStoredToken('initial-admin')) {
+    app.log.warn('the stored token "initial-admin" (all scopes; made by the first start, or the generated token of a release ' +
+      'before 1.1, which PLANTSTORE_TOKENS used to switch off) is accepted next to PLANTSTORE_TOKENS: revoke it if it is not in use')
+  }
+  accessTokens.watch(TOKEN_POLL_MS,
+    (error) => { app.log.warn({ err: error }, 'cannot read the access tokens; keeping the ones in use until the store answers') },
+    () => { app.log.info('the access tokens are read again') })
   reloadTokenFileOnHangup(app, accessTokens)
   stopGracefullyOnSignals(app)
-  const address = await app.listen({ port: config.port, host: config.host })
+  let address
+  try {
+    address = await app.listen({ port: config.port, host: config.host })
+  } catch (error) {
+    // The token is stored already: a start that fails now must still show it, or it is lost.
+    if (initialAdminToken !== undefined) announceInitialAdminToken(initialAdminToken, `http://${config.host}:${config.port}`)
+    throw error
+  }
   if (initialAdminToken !== undefined) announceInitialAdminToken(initialAdminToken, address)
+}
+
+/**
+ * Reads the stored tokens (and makes initial-admin on the first start). With PLANTSTORE_TOKENS entries
+ * the service can work without the database's tokens, so a database that is down does not hold the
+ * start: the poll reads the stored tokens once it answers. Without entries it waits for the database.
+ */
+async function loadAccessTokens (accessTokens: AccessTokenRegistry): Promise<{ readonly initialAdminToken?: string }> {
+  if (!accessTokens.hasEnvironmentTokens) return untilStoreAnswers(() => accessTokens.load())
+  try {
+    return await accessTokens.load()
+  } catch (error) {
+    if (!(error instanceof StoreUnavailableError)) throw error
+    process.stderr.write(`plantstore: the database is unavailable (${error.message}); starting with the PLANTSTORE_TOKENS ` +
+      'entries, and the stored tokens once it answers\n')
+    return {}
+  }
 }
 
 /** Retries `operation` while the store is unavailable (a database still starting), saying so once a second. */
@@ -55,7 +82,8 @@ function reloadTokenFileOnHangup (app: FastifyInstance, accessTokens: AccessToke
     try {
       const tokens = loadConfiguredTokens()
       accessTokens.replaceEnvironment(tokens)
-      app.log.info({ tokens: tokens.map((token) => token.name) }, 'SIGHUP: token file read again')
+      if (tokens.length === 0) app.log.warn('SIGHUP: the token file holds no token now; only the stored tokens are accepted')
+      else app.log.info({ tokens: tokens.map((token) => token.name) }, 'SIGHUP: token file read again')
     } catch (error) {
       app.log.error(`SIGHUP: the token file was not loaded, the tokens in use stay: ${(error as Error).message}`)
     }

@@ -185,10 +185,13 @@ describe('PLANTSTORE_TOKENS', () => {
     ['an empty scope list', 'scopes=;abc', 'entry 1 has the unknown scope ""; scopes are plants:read, plants:write and admin, joined by "+"'],
     ['a bad name', 'name=has space;abc', 'entry 1 has a bad name: it must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'],
     ['a name too long', `name=${'n'.repeat(65)};abc`, 'entry 1 has a bad name: it must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'],
-    ['an unknown attribute', 'owner=me;abc', 'entry 1 has "owner=" where only one "name=" and one "scopes=" may come before the token'],
+    ['an unknown attribute', 'owner=me;abc', 'entry 1: only one "name=…;" and one "scopes=…;" may come before the token, and the token comes last'],
+    ['the token before the attributes', 'abc-token-value;name=ci', 'entry 1: only one "name=…;" and one "scopes=…;" may come before the token, and the token comes last'],
+    ['the token between the attributes', 'name=ci;abc-token-value;scopes=admin', 'entry 1: only one "name=…;" and one "scopes=…;" may come before the token, and the token comes last'],
     ['a repeated name', 'name=ci;abc,name=ci;def', 'entry 2 repeats the name "ci"; names must be unique'],
     ['a name that repeats a default name', 'abc,name=environment-1;def', 'entry 2 repeats the name "environment-1"; names must be unique']
   ])('refuses %s without echoing the token', (_case, text, message) => {
     expect(() => parseTokenList(text)).toThrow(message)
+    expect(() => parseTokenList(text)).not.toThrow(/abc/)
   })
 })

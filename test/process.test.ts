@@ -124,6 +124,13 @@ describe('The built server as a child process, over real HTTP', () => {
     expect(firstAfterReload).toBe(401)
     expect(await status('sighup-second-token-90ce')).toBe(200)
     expect(await status('sighup-third-token-12aa')).toBe(401)
+
+    // Removing the last entry withdraws the last token: the file may be left with comments only.
+    writeFileSync(file, '# nothing here now\n')
+    process.kill(server.child.pid as number, 'SIGHUP')
+    await expect.poll(() => status('sighup-second-token-90ce'), { timeout: 2000, interval: 20 }).toBe(401)
+    await expect.poll(() => server.stdout(), { timeout: 2000, interval: 20 })
+      .toContain('"msg":"SIGHUP: the token file holds no token now; only the stored tokens are accepted"')
     expect(server.stdout()).toContain('"msg":"SIGHUP: the token file was not loaded, the tokens in use stay: PLANTSTORE_TOKENS_FILE entry 1 has a bad name')
     expect(server.stdout()).toContain('"tokens":["dashboard-2"],"msg":"SIGHUP: token file read again"')
     expect(server.stdout()).not.toContain('sighup-')

@@ -11,6 +11,7 @@ import Database from '../src/store/sqlite-driver.js'
 import { openSqliteStore } from '../src/store/sqlite.js'
 import { bearer, buildTestApp, TEST_POSTGRES_OPTIONS, temporaryFolder } from './helper.js'
 import { createTestDatabase } from './postgres-database.js'
+import { startServer } from './server-process.js'
 
 /**
  * test/fixtures/release-1.0.0.db was made by release 1.0.0 (schema version 1): its first start stored
@@ -74,6 +75,19 @@ describe('Upgrading a database made by release 1.0.0', () => {
     }
 
     await expectUpgraded(await openPostgresStore(url, TEST_POSTGRES_OPTIONS), RELEASE_1_TOKEN_CREATED_AT)
+  })
+
+  it('warns at start when the upgraded generated token, which PLANTSTORE_TOKENS used to switch off, is live next to it', async () => {
+    const file = join(temporaryFolder(), 'upgraded.db')
+    copyFileSync(new URL('fixtures/release-1.0.0.db', import.meta.url), file)
+
+    const server = await startServer({ DATABASE_URL: `sqlite:${file}`, PLANTSTORE_TOKENS: 'upgrade-warning-token-61af' })
+    const withOldToken = await fetch(`${server.baseUrl}/admin/tokens`, { headers: bearer(RELEASE_1_TOKEN) })
+
+    expect(withOldToken.status).toBe(200)
+    expect(server.stdout()).toContain('"level":40')
+    expect(server.stdout()).toContain('the stored token \\"initial-admin\\" (all scopes; made by the first start, or the generated ' +
+      'token of a release before 1.1, which PLANTSTORE_TOKENS used to switch off) is accepted next to PLANTSTORE_TOKENS: revoke it if it is not in use')
   })
 })
 

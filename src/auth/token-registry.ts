@@ -94,7 +94,8 @@ export class AccessTokenRegistry {
 
   /**
    * Reads the store's tokens. Without configured tokens, the first start on an empty store creates the
-   * `initial-admin` token (all scopes) and resolves with it, the only time it is shown.
+   * `initial-admin` token (all scopes) and resolves with it, the only time it is shown: committed, it is
+   * returned even when reading the tokens back fails (the next poll reads them).
    */
   async load (): Promise<{ readonly initialAdminToken?: string }> {
     await this.refresh()
@@ -102,8 +103,14 @@ export class AccessTokenRegistry {
     const secret = generateToken()
     const created = await this.store.createInitialAdmin(this.#newToken('initial-admin', SCOPES, undefined, secret))
     if (!created) return {}
-    await this.refresh()
+    await this.refresh().catch(() => { this.#revision = undefined })
     return { initialAdminToken: secret }
+  }
+
+  /** Whether a live stored token has this name. */
+  hasLiveStoredToken (name: string): boolean {
+    const now = this.now()
+    return this.#stored.some((token) => token.name === name && isLive(token, now))
   }
 
   /** Reads the store's tokens, after any read already under way: a change committed before this call is seen. */
@@ -125,17 +132,36 @@ export class AccessTokenRegistry {
 
   /**
    * Keeps the tokens current: a poll of the revision every `pollMs`, and the store's change
-   * notifications where it has them. `onError` hears of failed reads (the current tokens stay).
+   * notifications where it has them. A check is skipped while the one before is still under way (a
+   * database that does not answer). `onError` hears when reading starts to fail (the current tokens
+   * stay), and `onRecovered` when it works again.
    */
-  watch (pollMs: number, onError: (error: unknown) => void): void {
-    const check = () => { this.refreshIfChanged().catch(onError) }
+  watch (pollMs: number, onError: (error: unknown) => void, onRecovered: () => void = () => {}): void {
+    let checking = false
+    let failing = false
+    const check = () => {
+      if (checking) return
+      checking = true
+      this.refreshIfChanged().then(
+        () => {
+          if (failing) onRecovered()
+          failing = false
+        },
+        (error: unknown) => {
+          if (!failing) onError(error)
+          failing = true
+        }
+      ).finally(() => { checking = false })
+    }
     this.#pollTimer = setInterval(check, pollMs).unref()
     this.#unwatch = this.store.watch?.(check)
   }
 
-  stopWatching (): void {
+  /** Stops following the store, and resolves once no read of it is under way. */
+  async stopWatching (): Promise<void> {
     clearInterval(this.#pollTimer)
     this.#unwatch?.()
+    await this.#reads
   }
 
   /**

@@ -61,7 +61,8 @@ function parseEntry (entry: string, position: number): ConfiguredToken {
     } else if (key === 'scopes' && scopes === undefined) {
       scopes = parseScopes(value, position)
     } else {
-      throw new Error(`entry ${position} has "${key}=" where only one "name=" and one "scopes=" may come before the token`)
+      // Whatever else stands here may be the token itself, written in the wrong place: never echoed.
+      throw new Error(`entry ${position}: only one "name=…;" and one "scopes=…;" may come before the token, and the token comes last`)
     }
   }
   return { name: name ?? `environment-${position}`, scopes: scopes ?? PLANT_SCOPES, digest: parseSecret(secret, position) }

@@ -21,7 +21,6 @@ export interface AdminRoutesOptions {
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-
 /**
  * Everything under `/admin`, registered under that prefix: a valid token first (401), then the `admin`
  * scope (403), for every request of the scope, its 404s and 405s included.

@@ -19,7 +19,6 @@ export interface PlantsRoutesOptions {
   readonly rateLimitPerMinute: number
 }
 
-
 /** Reads need `plants:read`, writes `plants:write`; any other method gets its 405 with any valid token. */
 export function plantsScopeOf (method: string): Scope | undefined {
   switch (method) {

@@ -125,10 +125,14 @@ export async function openPostgresStore (connectionString: string, options: Post
     }
   }
 
-  async function transaction<T> (work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * A token transaction. READ COMMITTED whatever the server's default: its statements after the advisory
+   * lock must see what the transaction that held the lock committed.
+   */
+  async function tokenTransaction<T> (work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     await ensureSchema()
     try {
-      return await inTransaction(pool, work)
+      return await inTransaction(pool, work, 'BEGIN ISOLATION LEVEL READ COMMITTED')
     } catch (error) {
       throw asStoreError(error)
     }
@@ -190,7 +194,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     delete (id) {
       return writes.submit({ kind: 'delete', id })
     },
-    tokens: postgresTokenStore(query, transaction, tokenChanges),
+    tokens: postgresTokenStore(query, tokenTransaction, tokenChanges),
     async ping () {
       try {
         await query({ text: 'SELECT 1' })
@@ -361,12 +365,12 @@ class TokenChangeListener {
 /** The connection dropping under a checked-out client is reported by its pending query; without a listener it would crash the process. */
 const ignoreClientError = () => {}
 
-async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect()
   client.on('error', ignoreClientError)
   let failure: unknown
   try {
-    await client.query('BEGIN')
+    await client.query(begin)
     const result = await work(client)
     await client.query('COMMIT')
     return result
