@@ -279,7 +279,7 @@ describe.each(backends)('plantstore tokens on $name', ({ databaseUrl }) => {
     const byId = JSON.parse(await cliOk(['tokens', 'revoke', deployId, '--json'], env, folder)) as ViewBody
     const nameAgain = await cli(['tokens', 'revoke', 'ci'], env, folder)
     const idAgain = await cliOk(['tokens', 'revoke', ci.id], env, folder)
-    const unknown = await cli(['tokens', 'revoke', 'no-such-token-name', '--json'], env, folder)
+    const unknown = await cli(['tokens', 'revoke', 'no-such-name', '--json'], env, folder)
     const environmentByName = await cli(['tokens', 'revoke', 'ops'], env, folder)
     const environmentById = await cli(['tokens', 'revoke', 'env:ops', '--json'], env, folder)
     const after = await listJson(env, folder)
@@ -293,7 +293,7 @@ describe.each(backends)('plantstore tokens on $name', ({ databaseUrl }) => {
     expect(Object.keys(byId)).toEqual(['id', 'name', 'scopes', 'createdAt', 'expiresAt', 'source', 'revokedAt'])
     expect(nameAgain).toEqual({ code: 1, stdout: '', stderr: 'plantstore: no access token has the id or the live name "ci"\n' })
     expect(idAgain).toBe(`the access token "ci" (id ${ci.id}) was already revoked at ${revokedCi?.revokedAt?.replace(/\.\d{3}Z$/, 'Z')}\n`)
-    expect(unknown).toEqual({ code: 1, stdout: '', stderr: 'plantstore: no access token has the id or the live name "no-such-token-name"\n' })
+    expect(unknown).toEqual({ code: 1, stdout: '', stderr: 'plantstore: no access token has the id or the live name "no-such-name"\n' })
     const notRevocable = 'plantstore: the access token "ops" comes from the environment and cannot be revoked here: remove it from ' +
       'the token file and send SIGHUP to the service, or from PLANTSTORE_TOKENS and restart the service\n'
     expect(environmentByName).toEqual({ code: 1, stdout: '', stderr: notRevocable })
