@@ -1,5 +1,6 @@
 import { Kind, Type, TypeRegistry, type Static, type TSchema } from '@sinclair/typebox'
 import { isScope, SCOPES, type Scope } from './auth/scopes.js'
+import { GENERATED_TOKEN, TOKEN_NAME } from './auth/tokens.js'
 
 /**
  * The single definition of every shape plantstore reads or writes. Routes validate and serialize with
@@ -74,9 +75,6 @@ export function isDateTime (value: unknown): value is string {
     (hour as number) < 24 && (minute as number) < 60 && (second as number) < 60
 }
 
-/** An access token's name (API.md): 1–64 characters of `[A-Za-z0-9._-]`. */
-export const TOKEN_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$'
-const TOKEN_NAME = new RegExp(TOKEN_NAME_PATTERN)
 /** An access token's id: a UUID for stored tokens, `env:<name>` for those of PLANTSTORE_TOKENS. */
 const TOKEN_ID = /^[A-Za-z0-9:._-]{1,80}$/
 
@@ -197,7 +195,7 @@ const TokenName = Type.Unsafe<string>({
   type: 'string',
   minLength: 1,
   maxLength: 64,
-  pattern: TOKEN_NAME_PATTERN,
+  pattern: TOKEN_NAME.source,
   description: 'What the token is for, shown in log lines and listings: 1–64 characters of A–Z, a–z, 0–9, ".", "_" ' +
     'and "-", unique among live tokens',
   examples: ['grafana-dashboard']
@@ -225,7 +223,7 @@ export type NewAccessToken = Static<typeof NewAccessToken>
 export const CreatedAccessToken = Type.Object({
   ...tokenFields,
   token: Type.String({
-    pattern: '^pst_[A-Za-z0-9_-]{43}$',
+    pattern: GENERATED_TOKEN.source,
     description: 'The token itself: `pst_` and 43 base64url characters. This response is the only time it is ' +
       'shown; the service keeps only its SHA-256 digest.'
   })

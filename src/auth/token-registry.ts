@@ -169,9 +169,7 @@ export class AccessTokenRegistry {
    * when a name is also that of a live stored token: names are unique across both sources.
    */
   replaceEnvironment (configured: readonly ConfiguredToken[]): void {
-    const now = this.now()
-    const liveStoredNames = new Set(this.#stored.filter((token) => isLive(token, now)).map((token) => token.name))
-    const clash = configured.find((token) => liveStoredNames.has(token.name))
+    const clash = configured.find((token) => this.hasLiveStoredToken(token.name))
     if (clash !== undefined) throw new TokenNameClashError(clash.name)
     this.#environment = this.#environmentTokens(configured)
     this.#index()

@@ -6,6 +6,8 @@ const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
 const DIGEST_ENTRY = /^sha256:([0-9a-fA-F]{64})$/
 /** API.md: 1–64 characters of `[A-Za-z0-9._-]`. */
 export const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/
+/** The rule a bad name breaks, as the end of a sentence that starts with what holds the name. */
+export const TOKEN_NAME_RULE = 'must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'
 /** What every generated token looks like: secret scanners recognise the prefix. */
 export const GENERATED_TOKEN = /^pst_[A-Za-z0-9_-]{43}$/
 
@@ -56,7 +58,7 @@ function parseEntry (entry: string, position: number): ConfiguredToken {
   for (const part of parts) {
     const [key, value = ''] = part.split(/=(.*)/s)
     if (key === 'name' && name === undefined) {
-      if (!TOKEN_NAME.test(value)) throw new Error(`entry ${position} has a bad name: it must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"`)
+      if (!TOKEN_NAME.test(value)) throw new Error(`entry ${position} has a bad name: it ${TOKEN_NAME_RULE}`)
       name = value
     } else if (key === 'scopes' && scopes === undefined) {
       scopes = parseScopes(value, position)

@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { isScope, SCOPES, type Scope } from '../auth/scopes.js'
-import { TOKEN_NAME } from '../auth/tokens.js'
+import { TOKEN_NAME, TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { CREATE_USAGE, LIST_USAGE, MAIN_USAGE, REVOKE_USAGE, TOKENS_USAGE } from './usage.js'
 
 /** What the command line asks for, checked: nothing here has touched the configuration or the store. */
@@ -69,7 +69,7 @@ function parseCreate (args: readonly string[], now: number): Invocation {
   if (name === undefined) throw fail('tokens create needs --name')
   if (scopesText === undefined) throw fail('tokens create needs --scopes')
   if (!TOKEN_NAME.test(name)) {
-    throw fail(`--name must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-", got ${JSON.stringify(name)}`)
+    throw fail(`--name ${TOKEN_NAME_RULE}, got ${JSON.stringify(name)}`)
   }
   const scopes = parseScopes(scopesText, fail)
   const expiresInMs = expiresIn === undefined ? undefined : parseDuration(expiresIn, now, fail)

@@ -4,6 +4,7 @@ import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import type { FastifyInstance, FastifySchemaCompiler } from 'fastify'
 import fp from 'fastify-plugin'
 import { SCOPES } from '../auth/scopes.js'
+import { TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { invalidRequest } from '../errors.js'
 import { INT64_MAX, INT64_MIN, plantTextViolation, sharedSchemas, type IntegerTextRule, type PlantTextRule } from '../schemas.js'
 
@@ -49,7 +50,7 @@ function describe (error: ValueError, part: string): string {
     case 'DateTime':
       return `${subject} must be an RFC 3339 date-time with a time zone, such as 2027-01-31T00:00:00Z`
     case 'TokenName':
-      return `${subject} must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"`
+      return `${subject} ${TOKEN_NAME_RULE}`
     case 'TokenId':
       return `${subject} is not an access token id`
     case 'Int64':
