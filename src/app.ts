@@ -11,6 +11,7 @@ import { jsonBody } from './http/json-body.js'
 import { loadShedding } from './http/load-shedding.js'
 import { knownRoutes } from './http/method-not-allowed.js'
 import { bufferedStandardOutput, CompletedRequestLog, lazyRequestLogger, logRedaction } from './http/request-log.js'
+import { parseQueryString } from './http/query-string.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
 import { pipelinedWrites } from './http/pipelined-writes.js'
 import { plantsRoutes } from './http/plants.js'
@@ -72,7 +73,8 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     keepAliveTimeout: timeouts.keepAliveMs,
     requestTimeout: timeouts.requestMs,
     // Checked every second, so the timeouts hold to within a second (Node's default interval is 30 s).
-    http: { requireHostHeader: false, connectionsCheckingInterval: 1000 }
+    http: { requireHostHeader: false, connectionsCheckingInterval: 1000 },
+    routerOptions: { querystringParser: parseQueryString }
   })
   app.server.headersTimeout = timeouts.headersMs
   // "Server listening at …" is what launchers and tests wait for: it must not sit in the buffer.

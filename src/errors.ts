@@ -33,6 +33,9 @@ export const malformedUrl = () =>
 export const missingHost = () =>
   new PlantstoreError(400, 'HTTP/1.1 requests need a Host header')
 
+export const plantIdMismatch = (pathId: bigint, bodyId: bigint) =>
+  new PlantstoreError(400, `id in the body (${bodyId}) must equal the id in the path (${pathId}); a plant's id cannot change`)
+
 export const plantNotFound = (id: bigint) =>
   new PlantstoreError(404, `no plant has id ${id}`)
 
@@ -85,6 +88,13 @@ export const requestTimeout = () =>
 export const plantIdConflict = (id: bigint) =>
   new PlantstoreError(409,
     `plant ${id} already exists with a different name or tag`)
+
+// 412 ------------------------------------------------------------------------------------------
+
+export const preconditionFailed = (id: bigint, exists: boolean) =>
+  new PlantstoreError(412, exists
+    ? `plant ${id} is not in the state the request's If-Match or If-None-Match expects; read it again for its current ETag`
+    : `plant ${id} does not exist, and the request's If-Match needs it to`)
 
 // 413 / 415 / 431 ------------------------------------------------------------------------------
 

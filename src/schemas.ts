@@ -84,7 +84,8 @@ TypeRegistry.Set('DateTime', (_schema, value) => isDateTime(value))
 TypeRegistry.Set('TokenName', (_schema, value) => typeof value === 'string' && TOKEN_NAME.test(value))
 TypeRegistry.Set('TokenId', (_schema, value) => typeof value === 'string' && TOKEN_ID.test(value))
 TypeRegistry.Set<IntegerTextRule>('IntegerText', (schema, value) => isIntegerText(value, schema))
-TypeRegistry.Set<PlantTextRule>('PlantText', (schema, value) => plantTextViolation(value, schema) === undefined)
+TypeRegistry.Set<PlantTextRule & { type: string | string[] }>('PlantText', (schema, value) =>
+  (value === null && Array.isArray(schema.type)) || plantTextViolation(value, schema) === undefined)
 
 const INT64_DESCRIPTION = 'a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly'
 
@@ -112,10 +113,16 @@ const PlantText = (rule: PlantTextRule, description: string, example: string) =>
     examples: [example]
   })
 
+const NAME_RULE = { minLength: 1, maxLength: 256 }
+const TAG_RULE = { minLength: 0, maxLength: 256 }
+
 const plantFields = {
-  name: PlantText({ minLength: 1, maxLength: 256 }, 'The name of the plant', 'Monstera deliciosa'),
-  tag: Type.Optional(PlantText({ minLength: 0, maxLength: 256 }, 'Tag that specifies the type of the plant', 'tropical'))
+  name: PlantText(NAME_RULE, 'The name of the plant', 'Monstera deliciosa'),
+  tag: Type.Optional(PlantText(TAG_RULE, 'Tag that specifies the type of the plant', 'tropical'))
 }
+
+/** The id member a PUT or PATCH body may repeat: only the path's own id, in any JSON integer spelling. */
+const repeatedId = Type.Optional(Int64('The id of the plant; when present it must equal the id in the path'))
 
 export const Plant = Type.Object(plantFields, {
   $id: 'Plant',
@@ -143,6 +150,37 @@ export const StoredPlant = Type.Object({
   description: 'A plant as the store holds it: id, name, and tag when one was given.'
 })
 export type StoredPlant = Static<typeof StoredPlant>
+
+export const PlantReplacement = Type.Object({
+  id: repeatedId,
+  ...plantFields
+}, {
+  $id: 'PlantReplacement',
+  title: 'PlantReplacement',
+  description: 'The whole new state of a plant: a `Plant`. A tag absent from it is absent afterwards. Unknown ' +
+    'properties are accepted and ignored.',
+  examples: [{ name: 'Monstera deliciosa', tag: 'tropical' }]
+})
+export type PlantReplacement = Static<typeof PlantReplacement>
+
+/** A tag a patch may also remove: the tag rules, or `null`. */
+const RemovableTag = Type.Unsafe<string | null>({
+  ...PlantText(TAG_RULE, 'A new tag for the plant, or `null` to remove its tag', 'tropical'),
+  type: ['string', 'null']
+})
+
+export const PlantPatch = Type.Object({
+  id: repeatedId,
+  name: Type.Optional(PlantText(NAME_RULE, 'A new name for the plant; it cannot be removed', 'Monstera deliciosa')),
+  tag: Type.Optional(RemovableTag)
+}, {
+  $id: 'PlantPatch',
+  title: 'PlantPatch',
+  description: 'A JSON merge patch (RFC 7396) of a plant: members that are present change the plant, absent ones ' +
+    'leave it as it is, `"tag": null` removes the tag. Unknown properties are accepted and ignored.',
+  examples: [{ name: 'Swiss cheese plant' }, { tag: null }]
+})
+export type PlantPatch = Static<typeof PlantPatch>
 
 export const StoredPlantPage = Type.Array(ref(StoredPlant), {
   description: 'Plants ordered by id ascending. A `Link: <…>; rel="next"` header names the next page while more plants remain.'
@@ -172,6 +210,13 @@ export const PageQuery = Type.Object({
   }))
 })
 export type PageQuery = Static<typeof PageQuery>
+
+export const PlantListQuery = Type.Object({
+  ...PageQuery.properties,
+  tag: Type.Optional(PlantText(TAG_RULE, 'Only plants whose tag is exactly this (empty: the empty tag; plants ' +
+    'without a tag never match)', 'tropical'))
+})
+export type PlantListQuery = Static<typeof PlantListQuery>
 
 const ScopeName = Type.Unsafe<Scope>({ [Kind]: 'Scope', type: 'string', enum: [...SCOPES] })
 
@@ -272,7 +317,7 @@ export const Health = Type.Object({
 export type Health = Static<typeof Health>
 
 /** Every schema with an `$id`: registered once on the app, emitted as OpenAPI components. */
-export const sharedSchemas: readonly TSchema[] = [Plant, NewPlant, StoredPlant, NewAccessToken, CreatedAccessToken, AccessToken, ErrorBody, Health]
+export const sharedSchemas: readonly TSchema[] = [Plant, NewPlant, StoredPlant, PlantReplacement, PlantPatch, NewAccessToken, CreatedAccessToken, AccessToken, ErrorBody, Health]
 
 /** A `$ref` to a shared schema that still infers the referenced type in route handlers. */
 export function ref<T extends TSchema> (schema: T) {

@@ -73,8 +73,9 @@ describe('The error envelope', () => {
 
     it.each([
       ['PATCH', '/plants', 'GET, HEAD, POST'],
-      ['PUT', '/plants/5', 'DELETE, GET, HEAD'],
-      ['POST', '/plants/5', 'DELETE, GET, HEAD'],
+      ['PUT', '/plants', 'GET, HEAD, POST'],
+      ['POST', '/plants/5', 'DELETE, GET, HEAD, PATCH, PUT'],
+      ['OPTIONS', '/plants/5', 'DELETE, GET, HEAD, PATCH, PUT'],
       ['OPTIONS', '/plants', 'GET, HEAD, POST'],
       ['TRACE', '/plants', 'GET, HEAD, POST']
     ])('answers an authenticated %s %s with a 405 and Allow', async (method, url, allow) => {
@@ -175,7 +176,7 @@ describe('The error envelope', () => {
       ['a page', 'GET', '/plants?limit=1', 200],
       ['a delete', 'DELETE', '/plants/7', 204],
       ['a missing plant', 'GET', '/plants/8', 404],
-      ['a 405', 'PATCH', '/plants/7', 405],
+      ['a 405', 'POST', '/plants/7', 405],
       ['liveness', 'GET', '/healthz', 200],
       ['readiness', 'GET', '/readyz', 200],
       ['the OpenAPI document', 'GET', '/openapi.json', 200]

@@ -33,13 +33,18 @@ describe('The OpenAPI document', () => {
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
     expect(Object.keys(components.schemas).sort()).toEqual([
-      'AccessToken', 'CreatedAccessToken', 'Error', 'Health', 'NewAccessToken', 'NewPlant', 'Plant', 'StoredPlant'
+      'AccessToken', 'CreatedAccessToken', 'Error', 'Health', 'NewAccessToken', 'NewPlant', 'Plant', 'PlantPatch',
+      'PlantReplacement', 'StoredPlant'
     ])
     expect(components.schemas.StoredPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.properties.id).toMatchObject({ type: 'integer', format: 'int64' })
     expect(components.schemas.Plant.required).toEqual(['name'])
     expect(components.schemas.Plant.properties.name).toMatchObject({ type: 'string', minLength: 1, maxLength: 256 })
+    expect(components.schemas.PlantReplacement.required).toEqual(['name'])
+    expect(components.schemas.PlantReplacement.properties.id).toMatchObject({ type: 'integer', format: 'int64' })
+    expect(components.schemas.PlantPatch.required).toBeUndefined()
+    expect(components.schemas.PlantPatch.properties.tag).toMatchObject({ type: ['string', 'null'], maxLength: 256 })
     expect(components.schemas.Error.required).toEqual(['error', 'message'])
     expect(components.schemas.Error.properties.error).toMatchObject({ type: 'integer', format: 'int32' })
     expect(components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' })
@@ -48,8 +53,10 @@ describe('The OpenAPI document', () => {
   it.each([
     ['/plants', 'post', 'createPlant', 'plants', 'plants:write', ['200', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'Plant'],
     ['/plants', 'get', 'listPlants', 'plants', 'plants:read', ['200', '400', '401', '403', '429', '500', '503'], undefined],
-    ['/plants/{id}', 'get', 'getPlant', 'plants', 'plants:read', ['200', '400', '401', '403', '404', '429', '500', '503'], 'StoredPlant'],
-    ['/plants/{id}', 'delete', 'deletePlant', 'plants', 'plants:write', ['204', '400', '401', '403', '404', '413', '415', '429', '500', '503'], undefined],
+    ['/plants/{id}', 'get', 'getPlant', 'plants', 'plants:read', ['200', '304', '400', '401', '403', '404', '412', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'put', 'replacePlant', 'plants', 'plants:write', ['200', '201', '400', '401', '403', '412', '413', '415', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'patch', 'updatePlant', 'plants', 'plants:write', ['200', '400', '401', '403', '404', '412', '413', '415', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'delete', 'deletePlant', 'plants', 'plants:write', ['204', '400', '401', '403', '404', '412', '413', '415', '429', '500', '503'], undefined],
     ['/admin/tokens', 'post', 'createAccessToken', 'tokens', 'admin', ['201', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'CreatedAccessToken'],
     ['/admin/tokens', 'get', 'listAccessTokens', 'tokens', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
     ['/admin/tokens/{id}', 'get', 'getAccessToken', 'tokens', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'AccessToken'],
@@ -65,7 +72,7 @@ describe('The OpenAPI document', () => {
     expect(Object.keys(operation.responses).sort()).toEqual(statuses)
     for (const [status, response] of Object.entries<{ description: string, content?: Record<string, { schema: unknown }> }>(operation.responses)) {
       expect(response.description.length).toBeGreaterThan(5)
-      if (status.startsWith('2')) continue
+      if (status.startsWith('2') || status === '304') continue
       expect(response.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/Error' })
     }
     if (success !== undefined) {
@@ -74,16 +81,23 @@ describe('The OpenAPI document', () => {
     }
   })
 
-  it('documents the path and query parameters as integers', async () => {
+  it('documents the path and query parameters as integers, the tag filter, and the precondition headers', async () => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
-
-    expect(paths['/plants/{id}'].get.parameters).toEqual([expect.objectContaining({
+    const idParameter = expect.objectContaining({
       in: 'path', name: 'id', required: true, schema: expect.objectContaining({ type: 'integer', format: 'int64' })
-    })])
+    })
+    const header = (name: string) => expect.objectContaining({ in: 'header', name, required: false, schema: { type: 'string' } })
+
+    expect(paths['/plants/{id}'].get.parameters).toEqual([idParameter, header('if-none-match'), header('if-match')])
+    expect(paths['/plants/{id}'].put.parameters).toEqual([idParameter, header('if-match'), header('if-none-match')])
+    expect(paths['/plants/{id}'].patch.parameters).toEqual([idParameter, header('if-match')])
+    expect(paths['/plants/{id}'].delete.parameters).toEqual([idParameter, header('if-match')])
+    expect(Object.keys(paths['/plants/{id}'].patch.requestBody.content)).toEqual(['application/merge-patch+json'])
     expect(paths['/plants'].get.parameters).toEqual([
       expect.objectContaining({ in: 'query', name: 'limit', schema: expect.objectContaining({ type: 'integer', minimum: 1, maximum: 1000, default: 100 }) }),
-      expect.objectContaining({ in: 'query', name: 'after', schema: expect.objectContaining({ type: 'integer', format: 'int64' }) })
+      expect.objectContaining({ in: 'query', name: 'after', schema: expect.objectContaining({ type: 'integer', format: 'int64' }) }),
+      expect.objectContaining({ in: 'query', name: 'tag', schema: expect.objectContaining({ type: 'string', minLength: 0, maxLength: 256 }) })
     ])
     expect(paths['/plants'].get.responses['200'].content['application/json'].schema).toEqual({
       type: 'array', items: { $ref: '#/components/schemas/StoredPlant' }, description: expect.any(String)

@@ -6,10 +6,24 @@ import { JsonSyntaxError, parseExactJson } from './exact-json.js'
 
 const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)/i
 
+export const JSON_MEDIA_TYPE = 'application/json'
+/** RFC 7396 JSON merge patch: the only body `PATCH` takes. */
+export const MERGE_PATCH_MEDIA_TYPE = 'application/merge-patch+json'
+type BodyMediaType = typeof JSON_MEDIA_TYPE | typeof MERGE_PATCH_MEDIA_TYPE
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The one media type the route's body may have; `application/json` when not set. */
+    bodyMediaType?: BodyMediaType
+  }
+}
+
 /**
- * The only body parser: `application/json` in UTF-8 without any Content-Encoding, parsed with exact
- * integers. Every other media type (Fastify's built-in `text/plain` parser included) is removed, so
- * it answers 415, not 400.
+ * The only body parsers: JSON in UTF-8 without any Content-Encoding, parsed with exact integers, as
+ * `application/json` or, where a route says so in `config.bodyMediaType`, as
+ * `application/merge-patch+json`. Every other media type (Fastify's built-in `text/plain` parser
+ * included) is removed, so it answers 415, not 400; so does either JSON type on a route that takes
+ * the other.
  */
 export const jsonBody = fp(async function jsonBody (app: FastifyInstance) {
   // Before the body is read (and after authentication, which is `onRequest`).
@@ -21,19 +35,23 @@ export const jsonBody = fp(async function jsonBody (app: FastifyInstance) {
     done(null, payload)
   })
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    try {
-      done(null, parseJsonBody(request, body as Buffer))
-    } catch (error) {
-      done(error as Error, undefined)
-    }
-  })
+  for (const mediaType of [JSON_MEDIA_TYPE, MERGE_PATCH_MEDIA_TYPE] as const) {
+    app.addContentTypeParser(mediaType, { parseAs: 'buffer' }, (request, body, done) => {
+      try {
+        const expected = request.routeOptions.config.bodyMediaType ?? JSON_MEDIA_TYPE
+        if (mediaType !== expected) throw unsupportedMediaType(`${request.method} ${request.url.split('?', 1)[0] ?? ''} takes ${expected} bodies`)
+        done(null, parseJsonBody(request, body as Buffer, mediaType))
+      } catch (error) {
+        done(error as Error, undefined)
+      }
+    })
+  }
 }, { name: 'json-body' })
 
-function parseJsonBody (request: FastifyRequest, body: Buffer): unknown {
+function parseJsonBody (request: FastifyRequest, body: Buffer, mediaType: BodyMediaType): unknown {
   const charset = CHARSET_PARAMETER.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase()
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-    throw unsupportedMediaType('application/json bodies must be UTF-8')
+    throw unsupportedMediaType(`${mediaType} bodies must be UTF-8`)
   }
   // A leading byte order mark is ignored, as RFC 8259 §8.1 lets a parser do.
   const text = body.toString('utf8', hasByteOrderMark(body) ? 3 : 0)

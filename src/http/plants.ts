@@ -1,15 +1,19 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from '@sinclair/typebox'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { Scope } from '../auth/scopes.js'
 import type { AccessTokenRegistry } from '../auth/token-registry.js'
-import { plantIdConflict, plantNotFound } from '../errors.js'
+import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
 import {
-  DEFAULT_PAGE_SIZE, NewPlant, PageQuery, Plant, PlantIdParams, ref, StoredPlant, StoredPlantPage
+  DEFAULT_PAGE_SIZE, NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, ref, StoredPlant,
+  StoredPlantPage
 } from '../schemas.js'
-import type { PlantRecord, PlantStore } from '../store/plant-store.js'
+import { plantJson, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
 import { bearerSecurity } from './docs.js'
+import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
+import { MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
@@ -38,10 +42,19 @@ export function plantsScopeOf (method: string): Scope | undefined {
 const READ_SECURITY = bearerSecurity('plants:read')
 const WRITE_SECURITY = bearerSecurity('plants:write')
 
+const ETAG = {
+  ETag: { type: 'string', description: 'The strong entity tag of the plant as it is now: send it in If-Match to change exactly this version' }
+} as const
+const LOCATION = { Location: { type: 'string', description: 'The path of the plant: /plants/{id}' } } as const
+const IF_MATCH = {
+  'if-match': Type.Optional(Type.String({ description: 'Change the plant only while its ETag is one of these (`*`: while it exists); otherwise 412' }))
+}
+
 /**
  * The `/plants` resource, registered under the `/plants` prefix. Authentication and the scope guard
  * this whole scope, its not-found handler included, so even a 404 or 405 here needs a token. Each
- * handler makes one store call.
+ * handler makes one store call, a conditional write one more: it reads the plant its preconditions are
+ * checked against.
  */
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
   const { store, accessTokens } = options
@@ -50,13 +63,38 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   app.setNotFoundHandler(answerUnmatched)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
 
+  /**
+   * Runs a write under the request's If-Match and If-None-Match (RFC 9110 §13.2.2), with none at once.
+   * With preconditions it reads the plant, checks them against its ETag (412 when they fail), and asks
+   * the store to write only while the plant is still that one; when a concurrent write came first, the
+   * preconditions are checked again against what the store holds now.
+   */
+  async function writeIfPreconditionsHold<Outcome extends { readonly status: string }> (
+    request: FastifyRequest,
+    id: bigint,
+    write: (expected?: Expectation) => Promise<Outcome | Stale>
+  ): Promise<Outcome> {
+    const preconditions = preconditionsOf(request)
+    if (preconditions === undefined) return await write() as Outcome
+    let current = await readRecord(store, id)
+    for (;;) {
+      if (!preconditions.holdFor(current === undefined ? undefined : entityTagOf(plantJson(current.id, current.name, current.tag)))) {
+        throw preconditionFailed(id, current !== undefined)
+      }
+      const outcome = await write({ plant: current })
+      if (outcome.status !== 'stale') return outcome as Outcome
+      current = (outcome as Stale).current
+    }
+  }
+
   plants.post('', {
     schema: {
       operationId: 'createPlant',
       summary: 'Create a plant',
       description: 'Adds a plant to the store. The answer is sent only after the plant is durably ' +
         'committed. Sending the same id, name and tag again is a safe retry (200, nothing changes); the ' +
-        'same id with another name or tag is a 409. The `Location` header names the plant.',
+        'same id with another name or tag is a 409: change a plant with PUT or PATCH. The `Location` ' +
+        'header names the plant.',
       tags: ['plants'],
       security: WRITE_SECURITY,
       body: ref(NewPlant),
@@ -64,7 +102,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         200: {
           ...ref(Plant),
           description: 'The plant is stored (or was already, with the same name and tag)',
-          headers: { Location: { type: 'string', description: 'The path of the plant: /plants/{id}' } }
+          headers: { ...LOCATION, ...ETAG }
         },
         ...authenticatedOperationErrors,
         ...bodyErrors,
@@ -73,38 +111,43 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     }
   }, async (request, reply) => {
     const { id, name, tag } = request.body
-    const plant: PlantRecord = tag === undefined
-      ? { id: BigInt(id), name }
-      : { id: BigInt(id), name, tag }
+    const plant = plantRecord(BigInt(id), name, tag)
     const outcome = await store.create(plant)
     if (outcome.status === 'conflict') throw plantIdConflict(plant.id)
-    return reply.header('location', `/plants/${plant.id}`).send(toPlant(outcome.plant))
+    return reply
+      .header('location', `/plants/${plant.id}`)
+      .header('etag', entityTagOf(plantJson(plant.id, plant.name, plant.tag)))
+      .send(toPlant(outcome.plant))
   })
 
   plants.get('', {
     schema: {
       operationId: 'listPlants',
       summary: 'List plants, a page at a time',
-      description: 'Plants ordered by id ascending, negative ids first. Pass the last id of a page as ' +
-        '`after` to get the next one; the `Link` header with `rel="next"` names that page for as long as ' +
-        'more plants remain, and is absent on the last page.',
+      description: 'Plants ordered by id ascending, negative ids first, optionally only those with one tag. ' +
+        'Pass the last id of a page as `after` to get the next one; the `Link` header with `rel="next"` names ' +
+        'that page, filter included, for as long as more plants remain, and is absent on the last page.',
       tags: ['plants'],
       security: READ_SECURITY,
-      querystring: PageQuery,
+      querystring: PlantListQuery,
       response: {
         200: {
           ...StoredPlantPage,
           description: 'A page of plants, possibly empty',
-          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </plants?limit=N&after=ID>; rel="next"' } }
+          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </plants?limit=N&after=ID>; rel="next", with &tag=T when filtered' } }
         },
         ...authenticatedOperationErrors
       }
     }
   }, async (request, reply) => {
+    const { tag } = request.query
     const limit = request.query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(request.query.limit)
     const after = request.query.after === undefined ? undefined : BigInt(request.query.after)
-    const page = await store.list(after === undefined ? { limit } : { after, limit })
-    if (page.nextAfter !== undefined) reply.header('link', `</plants?limit=${limit}&after=${page.nextAfter}>; rel="next"`)
+    const page = await store.list({ limit, ...(after === undefined ? {} : { after }), ...(tag === undefined ? {} : { tag }) })
+    if (page.nextAfter !== undefined) {
+      const filter = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`
+      reply.header('link', `</plants?limit=${limit}&after=${page.nextAfter}${filter}>; rel="next"`)
+    }
     return sendJsonDocument(reply, page.json)
   })
 
@@ -112,21 +155,100 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     schema: {
       operationId: 'getPlant',
       summary: 'Read a plant',
-      description: 'The plant with this id.',
+      description: 'The plant with this id, and its `ETag`. With `If-None-Match` naming that ETag the answer ' +
+        'is a 304 without a body: the copy the client holds is current.',
       tags: ['plants'],
       security: READ_SECURITY,
       params: PlantIdParams,
+      headers: Type.Object({
+        'if-none-match': Type.Optional(Type.String({ description: 'The ETags of copies the client holds: 304 when the plant still has one of them' })),
+        ...IF_MATCH
+      }),
       response: {
-        200: { ...ref(StoredPlant), description: 'The plant' },
+        200: { ...ref(StoredPlant), description: 'The plant', headers: ETAG },
+        304: { type: 'null', description: 'The plant still has an ETag the If-None-Match names', headers: ETAG },
         ...authenticatedOperationErrors,
-        404: errorResponses[404]
+        404: errorResponses[404],
+        412: errorResponses[412]
       }
     }
   }, async (request, reply) => {
     const id = BigInt(request.params.id)
+    const preconditions = preconditionsOf(request)
     const plant = await store.get(id)
     if (plant === undefined) throw plantNotFound(id)
+    const entityTag = entityTagOf(plant)
+    reply.header('etag', entityTag)
+    if (preconditions !== undefined && !preconditions.holdFor(entityTag)) {
+      if (preconditions.ifMatch !== undefined && !matchesStrongly(preconditions.ifMatch, entityTag)) throw preconditionFailed(id, true)
+      return reply.code(304).send()
+    }
     return sendJsonDocument(reply, plant)
+  })
+
+  plants.put('/:id', {
+    schema: {
+      operationId: 'replacePlant',
+      summary: 'Create or replace a plant',
+      description: 'Stores the plant under this id whole: a tag absent from the body is absent afterwards. ' +
+        'Creates it (201) when the id is free, replaces it (200) otherwise; the answer is sent once the write ' +
+        'is durably committed. With `If-Match` it replaces only that version of the plant; with ' +
+        '`If-None-Match: *` it only creates.',
+      tags: ['plants'],
+      security: WRITE_SECURITY,
+      params: PlantIdParams,
+      headers: Type.Object({
+        ...IF_MATCH,
+        'if-none-match': Type.Optional(Type.String({ description: '`*` to create only: 412 when the plant exists' }))
+      }),
+      body: ref(PlantReplacement),
+      response: {
+        200: { ...ref(StoredPlant), description: 'The plant was replaced', headers: ETAG },
+        201: { ...ref(StoredPlant), description: 'The plant was created', headers: { ...LOCATION, ...ETAG } },
+        ...authenticatedOperationErrors,
+        ...bodyErrors,
+        412: errorResponses[412]
+      }
+    }
+  }, async (request, reply) => {
+    const id = pathIdMatchingBody(request.params.id, request.body.id)
+    const plant = plantRecord(id, request.body.name, request.body.tag)
+    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.put(plant, expected))
+    if (outcome.status === 'created') reply.code(201).header('location', `/plants/${id}`)
+    return sendPlant(reply, outcome.plant)
+  })
+
+  plants.patch('/:id', {
+    config: { bodyMediaType: MERGE_PATCH_MEDIA_TYPE },
+    schema: {
+      operationId: 'updatePlant',
+      summary: 'Change some fields of a plant',
+      description: 'Applies a JSON merge patch (RFC 7396, `Content-Type: application/merge-patch+json`): a `name` ' +
+        'renames the plant, a `tag` sets its tag, `"tag": null` removes it. The answer is sent once the change is ' +
+        'durably committed. With `If-Match` it changes only that version of the plant.',
+      tags: ['plants'],
+      security: WRITE_SECURITY,
+      params: PlantIdParams,
+      headers: Type.Object(IF_MATCH),
+      body: { content: { [MERGE_PATCH_MEDIA_TYPE]: { schema: ref(PlantPatch) } } },
+      response: {
+        200: { ...ref(StoredPlant), description: 'The plant as it is after the patch', headers: ETAG },
+        ...authenticatedOperationErrors,
+        ...bodyErrors,
+        404: errorResponses[404],
+        412: errorResponses[412]
+      }
+    }
+  }, async (request, reply) => {
+    const body = request.body as PlantPatch
+    const id = pathIdMatchingBody(request.params.id, body.id)
+    const patch = {
+      ...(body.name === undefined ? {} : { name: body.name }),
+      ...(body.tag === undefined ? {} : { tag: body.tag })
+    }
+    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.patch(id, patch, expected))
+    if (outcome.status === 'not-found') throw plantNotFound(id)
+    return sendPlant(reply, outcome.plant)
   })
 
   plants.delete('/:id', {
@@ -134,22 +256,71 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       operationId: 'deletePlant',
       summary: 'Delete a plant',
       description: 'Removes the plant; the answer is sent once the delete is durably committed. The id ' +
-        'is free again afterwards: a later create with it, even with the old name and tag, makes a new plant.',
+        'is free again afterwards: a later create with it, even with the old name and tag, makes a new plant. ' +
+        'With `If-Match` it deletes only that version of the plant.',
       tags: ['plants'],
       security: WRITE_SECURITY,
       params: PlantIdParams,
+      headers: Type.Object(IF_MATCH),
       response: {
         204: { type: 'null', description: 'The plant was deleted' },
         ...authenticatedOperationErrors,
         ...bodyErrors,
-        404: errorResponses[404]
+        404: errorResponses[404],
+        412: errorResponses[412]
       }
     }
   }, async (request, reply) => {
     const id = BigInt(request.params.id)
-    if (!await store.delete(id)) throw plantNotFound(id)
+    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.delete(id, expected))
+    if (outcome.status === 'not-found') throw plantNotFound(id)
     return reply.code(204).send()
   })
+}
+
+interface Preconditions {
+  readonly ifMatch: EntityTagList | undefined
+  readonly ifNoneMatch: EntityTagList | undefined
+  /** Whether both hold for a plant with this ETag (undefined: no plant). */
+  holdFor (entityTag: string | undefined): boolean
+}
+
+/** The request's If-Match and If-None-Match, or undefined when it has neither. */
+function preconditionsOf (request: FastifyRequest): Preconditions | undefined {
+  const ifMatch = entityTagList('If-Match', request.headers['if-match'])
+  const ifNoneMatch = entityTagList('If-None-Match', request.headers['if-none-match'])
+  if (ifMatch === undefined && ifNoneMatch === undefined) return undefined
+  return {
+    ifMatch,
+    ifNoneMatch,
+    holdFor: (entityTag) =>
+      (ifMatch === undefined || matchesStrongly(ifMatch, entityTag)) &&
+      (ifNoneMatch === undefined || !matchesWeakly(ifNoneMatch, entityTag))
+  }
+}
+
+async function readRecord (store: PlantStore, id: bigint): Promise<PlantRecord | undefined> {
+  const json = await store.get(id)
+  if (json === undefined) return undefined
+  const { name, tag } = JSON.parse(json) as { name: string, tag?: string }
+  return plantRecord(id, name, tag)
+}
+
+/** The path's id, once an id member in the body (allowed only when equal) is checked against it. */
+function pathIdMatchingBody (pathId: string, bodyId: number | bigint | undefined): bigint {
+  const id = BigInt(pathId)
+  if (bodyId !== undefined && BigInt(bodyId) !== id) throw plantIdMismatch(id, BigInt(bodyId))
+  return id
+}
+
+function plantRecord (id: bigint, name: string, tag: string | null | undefined): PlantRecord {
+  return tag === undefined || tag === null ? { id, name } : { id, name, tag }
+}
+
+/** Answers with the plant's JSON document and its ETag. */
+function sendPlant (reply: FastifyReply, plant: PlantRecord): FastifyReply {
+  const json = plantJson(plant.id, plant.name, plant.tag)
+  return sendJsonDocument(reply.header('etag', entityTagOf(json)), json)
 }
 
 /**
@@ -157,7 +328,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
  * already text. Its shape is the route's response schema, which the store contract tests hold every
  * backend to.
  */
-function sendJsonDocument (reply: FastifyReply, json: string): FastifyReply {
+function sendJsonDocument (reply: FastifyReply, json: PlantJson | string): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(json)
 }
 

@@ -16,6 +16,8 @@ export const errorResponses = {
   }),
   404: errorResponse('No plant has this id.'),
   409: errorResponse('The id is taken by a plant with another name or tag; nothing changed.'),
+  412: errorResponse('If-Match names no ETag the plant has now (or the plant does not exist), or If-None-Match ' +
+    'matches it (`*`: the plant exists); nothing changed. Read the plant again for its current ETag.'),
   tokenNotFound: errorResponse('No access token has this id.'),
   tokenNameTaken: errorResponse('A live access token (neither revoked nor expired) already has this name; nothing was created.'),
   tokenNotRevocable: errorResponse('The token comes from PLANTSTORE_TOKENS, so it cannot be revoked over HTTP; nothing changed.'),
@@ -23,7 +25,8 @@ export const errorResponses = {
     'Retry-After': { type: 'string', description: 'Seconds until the token may send again' }
   }),
   413: errorResponse('The body is larger than the configured limit (16 KiB by default).'),
-  415: errorResponse('The Content-Type is not application/json in UTF-8, or the body has a Content-Encoding.'),
+  415: errorResponse('The Content-Type is not application/json in UTF-8 (application/merge-patch+json for PATCH), ' +
+    'or the body has a Content-Encoding.'),
   500: errorResponse('An unexpected error; the message names the request id to quote to the operator.'),
   503: errorResponse('Storage is unavailable, the service is overloaded, or it is shutting down; nothing was changed by this request.', {
     'Retry-After': { type: 'string', description: 'Seconds to wait before retrying' }

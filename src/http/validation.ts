@@ -6,6 +6,7 @@ import fp from 'fastify-plugin'
 import { SCOPES } from '../auth/scopes.js'
 import { TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { invalidRequest } from '../errors.js'
+import { MALFORMED_PARAMETERS, type ParsedQuery } from './query-string.js'
 import { INT64_MAX, INT64_MIN, plantTextViolation, sharedSchemas, type IntegerTextRule, type PlantTextRule } from '../schemas.js'
 
 const HTTP_PART_LABEL: Record<string, string> = {
@@ -28,7 +29,10 @@ export const validation = fp(async function validation (app: FastifyInstance) {
 const compileValidator: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const check = TypeCompiler.Compile(schema, [...sharedSchemas])
   const part = HTTP_PART_LABEL[httpPart ?? 'body'] ?? 'request'
+  const parameters: Record<string, unknown> = (schema as { properties?: Record<string, unknown> }).properties ?? {}
   return (value: unknown) => {
+    const malformed = httpPart === 'querystring' ? (value as ParsedQuery)[MALFORMED_PARAMETERS]?.find((name) => name in parameters) : undefined
+    if (malformed !== undefined) return { error: invalidRequest(`query parameter ${malformed} is not valid percent-encoded UTF-8`) }
     if (check.Check(value)) return { value }
     const first = check.Errors(value).First()
     return { error: invalidRequest(first === undefined ? `${part} is invalid` : describe(first, part)) }

@@ -1,11 +1,5 @@
-import type { CreateOutcome, PlantRecord } from './plant-store.js'
 import { TurnBatch, type Waiting } from './turn-batch.js'
-
-export type WriteOperation =
-  | { readonly kind: 'create', readonly plant: PlantRecord }
-  | { readonly kind: 'delete', readonly id: bigint }
-
-export type WriteResult<Operation extends WriteOperation> = Operation extends { kind: 'create' } ? CreateOutcome : boolean
+import { idOf, type WriteOperation, type WriteOutcome, type WriteResult } from './write-operations.js'
 
 /** Returned by a batch for an operation that must run again in a later batch (a race it cannot settle). */
 export const RUN_AGAIN = Symbol('run again')
@@ -14,7 +8,7 @@ export const RUN_AGAIN = Symbol('run again')
  * Commits one batch in one transaction and returns each operation's result, in order. It rejects when
  * the transaction did not commit; then no operation of the batch took effect.
  */
-export type CommitBatch = (operations: readonly WriteOperation[]) => Promise<ReadonlyArray<CreateOutcome | boolean | typeof RUN_AGAIN>>
+export type CommitBatch = (operations: readonly WriteOperation[]) => Promise<ReadonlyArray<WriteOutcome | typeof RUN_AGAIN>>
 
 export interface GroupCommitOptions {
   /** The most operations one transaction takes. */
@@ -23,7 +17,7 @@ export interface GroupCommitOptions {
   readonly onBatchCommitted?: ((size: number) => void) | undefined
 }
 
-type Pending = Waiting<WriteOperation, CreateOutcome | boolean>
+type Pending = Waiting<WriteOperation, WriteOutcome>
 
 /**
  * Group commit: writes that arrive while a batch is being committed wait and then go together in the
@@ -31,10 +25,12 @@ type Pending = Waiting<WriteOperation, CreateOutcome | boolean>
  * lone write at the end of the current event-loop turn. Every caller is answered with its own result
  * only after its batch committed; if the commit fails, exactly that batch's callers get the error.
  *
- * One batch never holds a create and a delete of the same id (the batch is cut before the second), so
- * a batch's operations on different ids commute and the backend may run them in any order.
+ * An id appears in one batch at most once, creates excepted (a create and its retries settle among
+ * themselves): the batch is cut before any other repeat. So the writes of one id are answered as they
+ * would be one after another, in arrival order, and a batch's operations on different ids commute: the
+ * backend may run them in any order.
  */
-export class GroupCommit extends TurnBatch<WriteOperation, CreateOutcome | boolean> {
+export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
   constructor (private readonly commitBatch: CommitBatch, private readonly options: GroupCommitOptions) {
     super()
   }
@@ -65,9 +61,9 @@ export class GroupCommit extends TurnBatch<WriteOperation, CreateOutcome | boole
     let size = 0
     for (const { item: operation } of this.queue) {
       if (size === this.options.maxBatchSize) break
-      const id = operation.kind === 'create' ? operation.plant.id : operation.id
+      const id = idOf(operation)
       const seen = kindById.get(id)
-      if (seen !== undefined && seen !== operation.kind) break
+      if (seen !== undefined && (seen !== 'create' || operation.kind !== 'create')) break
       kindById.set(id, operation.kind)
       size++
     }

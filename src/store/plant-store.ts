@@ -23,6 +23,33 @@ export type CreateOutcome =
   | { readonly status: 'conflict', readonly existing: PlantRecord }
 
 /**
+ * The plant a conditional write was decided on (its HTTP preconditions were checked against it): the
+ * write takes effect only while the store still holds exactly this plant, or no plant with the id when
+ * `plant` is undefined. Otherwise the write answers `stale` with what the store holds now.
+ */
+export interface Expectation { readonly plant: PlantRecord | undefined }
+
+/** A merge patch (RFC 7396) of a plant: a given name replaces the name; a tag replaces it, `null` removes it. */
+export interface PlantPatch {
+  readonly name?: string
+  readonly tag?: string | null
+}
+
+/** The store no longer holds the plant a conditional write expected; nothing changed. */
+export interface Stale { readonly status: 'stale', readonly current: PlantRecord | undefined }
+
+export type PutOutcome =
+  | { readonly status: 'created' | 'replaced', readonly plant: PlantRecord }
+  | Stale
+
+export type PatchOutcome =
+  | { readonly status: 'patched', readonly plant: PlantRecord }
+  | { readonly status: 'not-found' }
+  | Stale
+
+export type DeleteOutcome = { readonly status: 'deleted' | 'not-found' } | Stale
+
+/**
  * A plant as the JSON document reads answer with: `{"id":…,"name":"…","tag":"…"}`, keys in that order,
  * no `tag` key for a plant without one, the id an exact integer literal. Reads return the document, not
  * a record, so each backend builds it straight from what its driver returns (`plantJson`) and no read
@@ -37,6 +64,13 @@ export interface PlantPage {
   readonly nextAfter?: bigint
 }
 
+export interface PageRequest {
+  readonly after?: bigint
+  readonly limit: number
+  /** Only plants whose tag is exactly this (an index serves it); plants without a tag never match. */
+  readonly tag?: string
+}
+
 export interface PlantStore {
   /** Which backend this is, for the start-up log line. */
   readonly backend: 'memory' | 'sqlite' | 'postgres'
@@ -49,11 +83,19 @@ export interface PlantStore {
   get (id: bigint): Promise<PlantJson | undefined>
   /**
    * Up to `limit` plants ordered by id ascending, starting after `after` (exclusive; it need not exist)
-   * or at the smallest id. Keyset pagination: the cost does not grow with the position in the store.
+   * or at the smallest id. Keyset pagination: the cost does not grow with the position in the store,
+   * nor, for a `tag`, with the number of plants that have other tags.
    */
-  list (page: { readonly after?: bigint, readonly limit: number }): Promise<PlantPage>
-  /** Deletes the plant; resolves true once the delete is durably committed, false if there was none. */
-  delete (id: bigint): Promise<boolean>
+  list (page: PageRequest): Promise<PlantPage>
+  /**
+   * Creates the plant or replaces the stored one with this id whole. Like every write below, it
+   * resolves once durably committed, and only takes effect when `expected` (if given) still holds.
+   */
+  put (plant: PlantRecord, expected?: Expectation): Promise<PutOutcome>
+  /** Applies a merge patch to the stored plant. */
+  patch (id: bigint, patch: PlantPatch, expected?: Expectation): Promise<PatchOutcome>
+  /** Deletes the plant. */
+  delete (id: bigint, expected?: Expectation): Promise<DeleteOutcome>
   /** The access tokens kept in this store. */
   readonly tokens: AccessTokenStore
   /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
@@ -64,6 +106,11 @@ export interface PlantStore {
 
 export function samePlant (a: PlantRecord, b: PlantRecord): boolean {
   return a.id === b.id && a.name === b.name && a.tag === b.tag
+}
+
+/** Both absent, or the same plant. */
+export function sameState (a: PlantRecord | undefined, b: PlantRecord | undefined): boolean {
+  return a === undefined || b === undefined ? a === b : samePlant(a, b)
 }
 
 /** What a create that met a stored plant with its id answers: a replay of the same plant, or a conflict. */

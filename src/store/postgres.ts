@@ -1,13 +1,14 @@
 import pg from 'pg'
-import { GroupCommit, RUN_AGAIN, type CommitBatch, type WriteOperation } from './group-commit.js'
+import { GroupCommit, RUN_AGAIN, type CommitBatch } from './group-commit.js'
+import { decideChange, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from './write-operations.js'
 import { ReadBatch } from './read-batch.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
 import { scopesOfText, scopesText } from '../auth/scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
 import {
-  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreUnavailableError,
-  type CreateOutcome, type PlantJson, type PlantRecord, type PlantRow, type PlantStore
+  outcomeOfMeeting, pageOf, plantJson, recordOfRow, samePlant, StoreUnavailableError,
+  type PlantJson, type PlantRecord, type PlantRow, type PlantStore
 } from './plant-store.js'
 
 export interface PostgresOptions {
@@ -34,8 +35,9 @@ const MIGRATIONS_TABLE = `
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
   )`
 
-// Batch statements: one round trip for all of a batch's creates, one for the stored rows they met, one
-// for its deletes. Ids are sorted so concurrent batches of several instances lock rows in one order.
+// Batch statements: one round trip for all of a batch's creates, one for the stored rows they met; for
+// its changes, one that locks their rows, then one per kind of write they make. Ids are sorted so
+// concurrent batches of several instances lock rows in one order.
 const INSERT_PLANTS = {
   name: 'plantstore-insert-plants',
   text: `INSERT INTO plants (id, name, tag)
@@ -43,7 +45,17 @@ const INSERT_PLANTS = {
          ON CONFLICT (id) DO NOTHING RETURNING id`
 }
 const SELECT_PLANTS = { name: 'plantstore-select-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
-const DELETE_PLANTS = { name: 'plantstore-delete-plants', text: 'DELETE FROM plants WHERE id = ANY($1::bigint[]) RETURNING id' }
+const LOCK_PLANTS = {
+  name: 'plantstore-lock-plants',
+  text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE'
+}
+const UPDATE_PLANTS = {
+  name: 'plantstore-update-plants',
+  text: `UPDATE plants SET name = changed.name, tag = changed.tag
+         FROM unnest($1::bigint[], $2::text[], $3::text[]) AS changed (id, name, tag)
+         WHERE plants.id = changed.id`
+}
+const DELETE_PLANTS = { name: 'plantstore-delete-plants', text: 'DELETE FROM plants WHERE id = ANY($1::bigint[])' }
 const MAX_BATCH_SIZE = 500
 /** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): the whole batch may simply run again. */
 const RETRYABLE_SQLSTATE = /^40(001|P01)$/
@@ -71,6 +83,18 @@ const LIST_FIRST = {
 const LIST_AFTER = {
   name: 'plantstore-list-after',
   text: 'SELECT id, name, tag FROM plants WHERE id > $1 ORDER BY id LIMIT $2',
+  rowMode: 'array',
+  types: AS_TEXT
+} as const
+const LIST_TAG_FIRST = {
+  name: 'plantstore-list-tag-first',
+  text: 'SELECT id, name, tag FROM plants WHERE tag = $1 ORDER BY id LIMIT $2',
+  rowMode: 'array',
+  types: AS_TEXT
+} as const
+const LIST_TAG_AFTER = {
+  name: 'plantstore-list-tag-after',
+  text: 'SELECT id, name, tag FROM plants WHERE tag = $1 AND id > $2 ORDER BY id LIMIT $3',
   rowMode: 'array',
   types: AS_TEXT
 } as const
@@ -185,14 +209,20 @@ export async function openPostgresStore (connectionString: string, options: Post
     get (id) {
       return reads.read(id)
     },
-    async list ({ after, limit }) {
-      const { rows } = await query<PlantText>(after === undefined
-        ? { ...LIST_FIRST, values: [limit + 1] }
-        : { ...LIST_AFTER, values: [after.toString(), limit + 1] })
+    async list ({ after, limit, tag }) {
+      const { rows } = await query<PlantText>(tag === undefined
+        ? (after === undefined ? { ...LIST_FIRST, values: [limit + 1] } : { ...LIST_AFTER, values: [after.toString(), limit + 1] })
+        : (after === undefined ? { ...LIST_TAG_FIRST, values: [tag, limit + 1] } : { ...LIST_TAG_AFTER, values: [tag, after.toString(), limit + 1] }))
       return pageOf(rows.map(([id, name, tag]) => plantJson(id, name, tag)), limit, (index) => BigInt(rows[index]?.[0] ?? ''))
     },
-    delete (id) {
-      return writes.submit({ kind: 'delete', id })
+    put (plant, expected) {
+      return writes.submit({ kind: 'put', plant, expected })
+    },
+    patch (id, patch, expected) {
+      return writes.submit({ kind: 'patch', id, patch, expected })
+    },
+    delete (id, expected) {
+      return writes.submit({ kind: 'delete', id, expected })
     },
     tokens: postgresTokenStore(query, tokenTransaction, tokenChanges),
     async ping () {
@@ -385,51 +415,84 @@ async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) =>
   }
 }
 
-/** Runs one batch (ids of a create never also deleted in it) and works out each operation's result. */
-async function writeBatch (client: pg.PoolClient, operations: readonly WriteOperation[]): Promise<Array<CreateOutcome | boolean | typeof RUN_AGAIN>> {
-  const firstCreateById = new Map<bigint, PlantRecord>()
-  const deleteIds = new Set<bigint>()
+/** Runs one batch (its ids repeat only among creates; see GroupCommit) and works out each operation's result. */
+async function writeBatch (client: pg.PoolClient, operations: readonly WriteOperation[]): Promise<Array<WriteOutcome | typeof RUN_AGAIN>> {
+  const creates: CreateOperation[] = []
+  const changes: ChangeOperation[] = []
   for (const operation of operations) {
-    if (operation.kind === 'delete') deleteIds.add(operation.id)
-    else if (!firstCreateById.has(operation.plant.id)) firstCreateById.set(operation.plant.id, operation.plant)
+    if (operation.kind === 'create') creates.push(operation)
+    else changes.push(operation)
   }
+  const results = new Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>()
+  await createPlants(client, creates, results)
+  await changePlants(client, changes, results)
+  return operations.map((operation) => results.get(operation) ?? RUN_AGAIN)
+}
 
-  const inserted = new Set<bigint>()
+async function createPlants (client: pg.PoolClient, creates: readonly CreateOperation[], results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>): Promise<void> {
+  if (creates.length === 0) return
+  const firstById = new Map<bigint, PlantRecord>()
+  for (const { plant } of creates) if (!firstById.has(plant.id)) firstById.set(plant.id, plant)
+  const plants = [...firstById.values()]
+  const inserted = await insertPlants(client, plants)
   const stored = new Map<bigint, PlantRecord>()
-  if (firstCreateById.size > 0) {
-    const plants = [...firstCreateById.values()]
-    const result = await client.query<{ id: bigint }>({
-      ...INSERT_PLANTS,
-      values: [plants.map((plant) => plant.id.toString()), plants.map((plant) => plant.name), plants.map((plant) => plant.tag ?? null)]
-    })
-    for (const row of result.rows) inserted.add(row.id)
-    const met = plants.filter((plant) => !inserted.has(plant.id)).map((plant) => plant.id.toString())
-    if (met.length > 0) {
-      const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
-      for (const row of found.rows) stored.set(row.id, recordOfRow(row))
-    }
+  const met = plants.filter((plant) => !inserted.has(plant.id)).map((plant) => plant.id.toString())
+  if (met.length > 0) {
+    const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
+    for (const row of found.rows) stored.set(row.id, recordOfRow(row))
   }
-  const deleted = new Set<bigint>()
-  if (deleteIds.size > 0) {
-    const ids = [...deleteIds].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map(String)
-    const result = await client.query<{ id: bigint }>({ ...DELETE_PLANTS, values: [ids] })
-    for (const row of result.rows) deleted.add(row.id)
-  }
-
-  const answeredDelete = new Set<bigint>()
-  return operations.map((operation) => {
-    if (operation.kind === 'delete') {
-      const first = !answeredDelete.has(operation.id)
-      answeredDelete.add(operation.id)
-      return first && deleted.has(operation.id)
-    }
+  for (const operation of creates) {
     const { plant } = operation
-    const existing = inserted.has(plant.id) ? firstCreateById.get(plant.id) : stored.get(plant.id)
+    const existing = inserted.has(plant.id) ? firstById.get(plant.id) : stored.get(plant.id)
     // Met a row that a concurrent delete removed before it could be read: settle it in a later batch.
-    if (existing === undefined) return RUN_AGAIN
-    if (existing === plant) return { status: 'created', plant }
-    return outcomeOfMeeting(existing, plant)
+    if (existing === undefined) results.set(operation, RUN_AGAIN)
+    else results.set(operation, existing === plant ? { status: 'created', plant } : outcomeOfMeeting(existing, plant))
+  }
+}
+
+/**
+ * Locks the rows of the changes' ids, decides each change on its row (decideChange), and writes what
+ * the decisions changed. A row that was absent is not locked: when a concurrent transaction inserts it
+ * first, the change that meant to create it settles in a later batch.
+ */
+async function changePlants (client: pg.PoolClient, changes: readonly ChangeOperation[], results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>): Promise<void> {
+  if (changes.length === 0) return
+  const ids = changes.map((change) => change.kind === 'put' ? change.plant.id : change.id)
+  const locked = await client.query<PlantRow>({ ...LOCK_PLANTS, values: [ids.map(String)] })
+  const current = new Map(locked.rows.map((row) => [row.id, recordOfRow(row)]))
+  const toInsert: PlantRecord[] = []
+  const toUpdate: PlantRecord[] = []
+  const toDelete: bigint[] = []
+  const inserting = new Map<bigint, ChangeOperation>()
+  changes.forEach((change, index) => {
+    const id = ids[index] as bigint
+    const before = current.get(id)
+    const { outcome, after } = decideChange(change, before)
+    results.set(change, outcome)
+    if (before === undefined && after !== undefined) {
+      toInsert.push(after)
+      inserting.set(id, change)
+    } else if (before !== undefined && after === undefined) {
+      toDelete.push(id)
+    } else if (before !== undefined && after !== undefined && !samePlant(before, after)) {
+      toUpdate.push(after)
+    }
   })
+  if (toInsert.length > 0) {
+    const inserted = await insertPlants(client, toInsert)
+    for (const [id, change] of inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
+  }
+  if (toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(toUpdate) })
+  if (toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [toDelete.map(String)] })
+}
+
+async function insertPlants (client: pg.PoolClient, plants: readonly PlantRecord[]): Promise<Set<bigint>> {
+  const result = await client.query<{ id: bigint }>({ ...INSERT_PLANTS, values: columnsOf(plants) })
+  return new Set(result.rows.map((row) => row.id))
+}
+
+function columnsOf (plants: readonly PlantRecord[]): [string[], string[], Array<string | null>] {
+  return [plants.map((plant) => plant.id.toString()), plants.map((plant) => plant.name), plants.map((plant) => plant.tag ?? null)]
 }
 
 /** SQLSTATE classes that mean "not now": connection exceptions, insufficient resources, operator intervention. */

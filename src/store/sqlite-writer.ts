@@ -1,13 +1,16 @@
 import { Worker } from 'node:worker_threads'
-import type { WriteOperation } from './group-commit.js'
 import type { PlantRow } from './plant-store.js'
 import { sqliteDriverPath } from './sqlite-driver.js'
+import type { WriteOperation } from './write-operations.js'
 
-/** What the writer thread reports for one write: a create stored, a create that met this row, or a delete. */
+/**
+ * What the writer thread reports for one write: a create stored, or the row it met; for a change, the
+ * row its id had before it (its outcome follows from that row and `decideChange`).
+ */
 export type WriteEffect =
   | { readonly inserted: true }
   | { readonly inserted: false, readonly existing: PlantRow | undefined }
-  | { readonly deleted: boolean }
+  | { readonly before: PlantRow | undefined }
 
 export class SqliteWriteError extends Error {
   constructor (readonly code: string | undefined, message: string) {
@@ -21,8 +24,10 @@ export interface SqliteWriterOptions {
   readonly busyTimeoutMs: number
 }
 
-// Runs in the worker thread. It only executes statements in one transaction per batch; what the
-// results mean (created, replayed, conflict) is decided by the adapter on the main thread.
+// Runs in the worker thread. It executes statements in one transaction per batch; what the results mean
+// (created, replayed, conflict, stale, …) is decided by the adapter on the main thread. A change applies
+// the rules of decideChange (write-operations.ts) to its row: a conditional one only while the row is
+// the expected one; a put stores its plant; a patch merges into an existing row; a delete removes it.
 const WRITER_SOURCE = `
 import { createRequire } from 'node:module'
 import { parentPort, workerData } from 'node:worker_threads'
@@ -38,9 +43,26 @@ if (db.pragma('journal_mode', { simple: true }) !== 'wal' || db.pragma('synchron
 db.defaultSafeIntegers(true)
 const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
 const select = db.prepare('SELECT id, name, tag FROM plants WHERE id = ?')
+const upsert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name, tag = excluded.tag')
 const remove = db.prepare('DELETE FROM plants WHERE id = ?')
+const tagOf = (plant) => plant.tag === undefined ? null : plant.tag
+const isRow = (row, plant) => row === undefined ? plant === undefined : plant !== undefined && row.name === plant.name && row.tag === tagOf(plant)
+function change (operation) {
+  const id = operation.kind === 'put' ? operation.plant.id : operation.id
+  const before = select.get(id)
+  if (operation.expected !== undefined && !isRow(before, operation.expected.plant)) return { before }
+  if (operation.kind === 'delete') {
+    if (before !== undefined) remove.run(id)
+  } else if (operation.kind === 'put') {
+    if (!isRow(before, operation.plant)) upsert.run(id, operation.plant.name, tagOf(operation.plant))
+  } else if (before !== undefined) {
+    const { name = before.name, tag = before.tag } = operation.patch
+    if (name !== before.name || tag !== before.tag) upsert.run(id, name, tag)
+  }
+  return { before }
+}
 const write = db.transaction((operations) => operations.map((operation) => {
-  if (operation.kind === 'delete') return { deleted: remove.run(operation.id).changes === 1 }
+  if (operation.kind !== 'create') return change(operation)
   const { id, name, tag } = operation.plant
   if (insert.run(id, name, tag === undefined ? null : tag).changes === 1) return { inserted: true }
   return { inserted: false, existing: select.get(id) }

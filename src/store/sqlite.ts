@@ -1,7 +1,8 @@
 import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { SqliteError, type SqliteDatabase, type Statement } from './sqlite-driver.js'
-import { GroupCommit, type WriteOperation } from './group-commit.js'
+import { GroupCommit } from './group-commit.js'
+import { decideChange, type WriteOperation, type WriteOutcome } from './write-operations.js'
 import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
@@ -9,7 +10,7 @@ import { ReadBatch } from './read-batch.js'
 import { scopesOfText, scopesText } from '../auth/scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
 import {
-  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreOpenError, StoreUnavailableError, type CreateOutcome, type PlantJson, type PlantStore
+  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreOpenError, StoreUnavailableError, type PlantJson, type PlantStore
 } from './plant-store.js'
 
 export interface SqliteOptions {
@@ -44,6 +45,9 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     `SELECT ${PACKED_PLANT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
   const listFirst = packedRows(db.prepare<[number]>(`SELECT ${PACKED_PLANT} FROM plants ORDER BY id LIMIT ?`))
   const listAfter = packedRows(db.prepare<[bigint, number]>(`SELECT ${PACKED_PLANT} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
+  const listTagFirst = packedRows(db.prepare<[string, number]>(`SELECT ${PACKED_PLANT} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
+  const listTagAfter = packedRows(db.prepare<[string, bigint, number]>(
+    `SELECT ${PACKED_PLANT} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
   // Reads a page of the plants table, so a missing or unreadable file fails readiness.
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
 
@@ -82,13 +86,21 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     get (id) {
       return reads.read(id)
     },
-    async list ({ after, limit }) {
-      const packed = unlessTransient(() => after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
+    async list ({ after, limit, tag }) {
+      const packed = unlessTransient(() => tag === undefined
+        ? (after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
+        : (after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1)))
       const plants = packed.map(unpack)
       return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
     },
-    delete (id) {
-      return writes.submit({ kind: 'delete', id })
+    put (plant, expected) {
+      return writes.submit({ kind: 'put', plant, expected })
+    },
+    patch (id, patch, expected) {
+      return writes.submit({ kind: 'patch', id, patch, expected })
+    },
+    delete (id, expected) {
+      return writes.submit({ kind: 'delete', id, expected })
     },
     tokens: sqliteTokenStore(db),
     async ping () {
@@ -252,8 +264,11 @@ function assertWritableFolder (file: string): void {
 }
 
 /** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
-function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined): CreateOutcome | boolean {
-  if (operation.kind === 'delete') return effect !== undefined && 'deleted' in effect && effect.deleted
+function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined): WriteOutcome {
+  if (operation.kind !== 'create') {
+    if (effect === undefined || !('before' in effect)) throw new Error('the SQLite writer answered out of step')
+    return decideChange(operation, effect.before === undefined ? undefined : recordOfRow(effect.before)).outcome
+  }
   const { plant } = operation
   if (effect === undefined || !('inserted' in effect)) throw new Error('the SQLite writer answered out of step')
   if (effect.inserted) return { status: 'created', plant }
