@@ -10,7 +10,12 @@ import autocannon from 'autocannon'
  * autocannon, in this process, is the fallback where wrk cannot be had.
  */
 
-export type Load = 'post' | 'get' | 'list'
+export type Load = 'post' | 'get' | 'list' | 'put' | 'patch' | 'list-tag'
+
+/** The tag a preloaded plant gets, so that a filtered page (`list-tag`) has as many plants as an unfiltered one. */
+export const preloadedTagOf = (id: bigint | number) => `tag-${BigInt(id) % 4n}`
+/** The tag whose plants `list-tag` pages through. */
+export const LISTED_TAG = 'tag-1'
 
 export interface LoadSpec {
   readonly url: string
@@ -20,10 +25,12 @@ export interface LoadSpec {
   readonly seconds: number
   /** POST: ids from here up, unique per measurement. */
   readonly firstNewId: bigint
-  /** GET: ids picked at random from 1 to this. */
+  /** GET: ids picked at random from 1 to this; PUT and PATCH: the ids 1 to this in turn, so those in flight differ. */
   readonly preloaded: number
-  /** list: the page after this id (the first page when absent). */
+  /** list, list-tag: the page after this id (the first page when absent). */
   readonly after?: bigint
+  /** list-tag: the tag (LISTED_TAG when absent). */
+  readonly tag?: string
 }
 
 export interface LoadResult {
@@ -95,13 +102,19 @@ function endedChildrenCpuSeconds (): number {
 }
 
 function pathOf (spec: LoadSpec): string {
-  if (spec.load === 'list') return spec.after === undefined ? '/plants?limit=100' : `/plants?limit=100&after=${spec.after}`
+  const after = spec.after === undefined ? '' : `&after=${spec.after}`
+  if (spec.load === 'list') return `/plants?limit=100${after}`
+  if (spec.load === 'list-tag') return `/plants?limit=100${after}&tag=${encodeURIComponent(spec.tag ?? LISTED_TAG)}`
   return '/plants'
 }
 
+/** PUT replaces a preloaded plant with a new name and its own tag; PATCH renames it. */
+const UPDATE_MEDIA_TYPE = { put: 'application/json', patch: 'application/merge-patch+json' } as const
+
 /** The wrk script of one measurement: the requests, and a JSON line of results at the end. */
 function wrkScript (spec: LoadSpec): string {
-  const headers = `wrk.headers["Authorization"] = "Bearer ${spec.token}"\nwrk.headers["Content-Type"] = "application/json"\n`
+  const mediaType = spec.load === 'put' || spec.load === 'patch' ? UPDATE_MEDIA_TYPE[spec.load] : 'application/json'
+  const headers = `wrk.headers["Authorization"] = "Bearer ${spec.token}"\nwrk.headers["Content-Type"] = "${mediaType}"\n`
   const done = `
 function done(summary, latency, requests)
   local e = summary.errors
@@ -115,6 +128,14 @@ end
     return `${headers}wrk.method = "POST"\nlocal next_id = ${spec.firstNewId}\n` +
       'function request()\n  next_id = next_id + 1\n' +
       '  return wrk.format(nil, "/plants", nil, \'{"id":\' .. next_id .. \',"name":"bench plant","tag":"bench"}\')\nend\n' + done
+  }
+  if (spec.load === 'put' || spec.load === 'patch') {
+    const body = spec.load === 'put'
+      ? '\'{"name":"bench plant \' .. version .. \'","tag":"tag-\' .. (id % 4) .. \'"}\''
+      : '\'{"name":"bench plant \' .. version .. \'"}\''
+    return `${headers}wrk.method = "${spec.load.toUpperCase()}"\nlocal id = 0\nlocal version = 0\n` +
+      `function request()\n  id = id % ${spec.preloaded} + 1\n  version = version + 1\n` +
+      `  return wrk.format(nil, "/plants/" .. id, nil, ${body})\nend\n` + done
   }
   if (spec.load === 'get') {
     return `${headers}math.randomseed(${Date.now() % 1_000_000})\n` +
@@ -156,11 +177,23 @@ async function runWrk (wrk: string, spec: LoadSpec, pinToCpu: number | undefined
 async function runAutocannon (spec: LoadSpec): Promise<LoadResult> {
   const headers = { authorization: `Bearer ${spec.token}`, 'content-type': 'application/json' }
   let nextId = spec.firstNewId
+  let version = 0
+  const update = (load: 'put' | 'patch'): autocannon.Request => ({
+    method: load === 'put' ? 'PUT' : 'PATCH',
+    headers: { ...headers, 'content-type': UPDATE_MEDIA_TYPE[load] },
+    setupRequest: (req: autocannon.Request) => {
+      const id = version++ % spec.preloaded + 1
+      const body = load === 'put' ? `{"name":"bench plant ${version}","tag":"${preloadedTagOf(id)}"}` : `{"name":"bench plant ${version}"}`
+      return { ...req, path: `/plants/${id}`, body }
+    }
+  })
   const request: autocannon.Request = spec.load === 'post'
     ? { method: 'POST', path: '/plants', headers, setupRequest: (req: autocannon.Request) => ({ ...req, body: `{"id":${++nextId},"name":"bench plant","tag":"bench"}` }) }
     : spec.load === 'get'
       ? { method: 'GET', headers, setupRequest: (req: autocannon.Request) => ({ ...req, path: `/plants/${1 + Math.floor(Math.random() * spec.preloaded)}` }) }
-      : { method: 'GET', path: pathOf(spec), headers }
+      : spec.load === 'put' || spec.load === 'patch'
+        ? update(spec.load)
+        : { method: 'GET', path: pathOf(spec), headers }
   const cpuBefore = process.cpuUsage()
   const started = performance.now()
   const result = await autocannon({ url: spec.url, connections: spec.connections, duration: spec.seconds, requests: [request] })

@@ -14,9 +14,13 @@
  *                                                  (PLANTSTORE_TOKENS) and a store token (made through
  *                                                  POST /admin/tokens), POST and GET by id with each:
  *                                                  ratios store token ÷ environment token
+ *                                        updates   one SQLite service: PUT and PATCH of stored plants
+ *                                                  ÷ POST of new ones, and a page of one tag ÷ a page
+ *                                                  of all plants (both 100 plants)
  *   npm run bench -- --scale 1000000,10000000
  *                                      cost as the store grows: bulk-load N plants, then measure POST,
- *                                      GET by id and a deep list page against the empty store
+ *                                      GET by id, a deep list page and a deep page of one tag (held by
+ *                                      about 10,000 of the N plants) against the empty store
  *   npm run bench -- --help            this text
  *
  * Servers run on CPU 0 and the load generator (wrk, installed from Debian's packages when missing and
@@ -39,7 +43,7 @@ import { openPostgresStore } from '../src/store/postgres.js'
 import { openSqliteDatabase } from '../src/store/sqlite.js'
 import { startEmbeddedPostgres, type PostgresServer } from '../test/postgres-server.js'
 import { renderChart } from './chart.js'
-import { loadGenerator, processCpuSeconds, processTreeCpuSeconds, type Load } from './load-generator.js'
+import { LISTED_TAG, loadGenerator, preloadedTagOf, processCpuSeconds, processTreeCpuSeconds, type Load } from './load-generator.js'
 
 const TOKEN = 'bench-token'
 /** The names of the token comparison's two plant tokens: equally long, so their log lines are too. */
@@ -76,7 +80,7 @@ interface Target {
   preloadedIds: bigint[]
 }
 
-const PARTS = ['backends', 'tokens'] as const
+const PARTS = ['backends', 'tokens', 'updates'] as const
 type Part = typeof PARTS[number]
 
 const args = process.argv.slice(2)
@@ -202,6 +206,7 @@ function postgresCpuSeconds (): number {
   return pid === undefined ? 0 : processTreeCpuSeconds(pid)
 }
 
+/** Creates plants 1 to `count`, each with its `preloadedTagOf` tag. */
 async function preload (target: Target, count: number): Promise<void> {
   const ids = Array.from({ length: count }, (_, index) => BigInt(index + 1))
   for (let start = 0; start < ids.length; start += CONNECTIONS) {
@@ -209,7 +214,7 @@ async function preload (target: Target, count: number): Promise<void> {
       const response = await fetch(`${target.url}/plants`, {
         method: 'POST',
         headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
-        body: `{"id":${id},"name":"plant ${id}"}`
+        body: `{"id":${id},"name":"plant ${id}","tag":"${preloadedTagOf(id)}"}`
       })
       if (response.status !== 200) throw new Error(`${target.name}: preload answered ${response.status}`)
     }))
@@ -449,7 +454,85 @@ function printTokenTable (rows: Row[], samples: Map<string, Sample[]>): void {
     `medians of ${rounds} round${rounds === 1 ? '' : 's'} of ${durationSeconds} s, ratios store ÷ environment\n${format(header)}\n${lines.map(format).join('\n')}\n`)
 }
 
-const partOf = (row: { against?: string }): Part => row.against === undefined || row.against === 'baseline' ? 'backends' : 'tokens'
+const UPDATES_TARGET = 'sqlite-updates'
+/** Each load of the updates part and the load it is compared with. */
+const UPDATE_LOADS: ReadonlyArray<readonly [Load, Load]> = [['post', 'post'], ['put', 'post'], ['patch', 'post'], ['list', 'list'], ['list-tag', 'list']]
+/** The issue's bound: PUT and PATCH within 10 % of POST, a page of one tag within 10 % of an unfiltered page. */
+const UPDATE_TOLERANCE = 0.1
+
+/**
+ * Do changes cost what creates cost, and a filtered page what a page costs? One SQLite service, its
+ * 2000 preloaded plants a quarter each of four tags. POST creates new plants; PUT replaces and PATCH
+ * renames the preloaded ones, in turn, so no two requests in flight name the same plant (group commit
+ * would give them batches of their own); `list` is the first page of 100 plants, `list-tag` the first
+ * page of the 100 plants with one tag, read through its index. Interleaved rounds, the order reversed
+ * every other round.
+ */
+async function compareUpdates (): Promise<Row[]> {
+  const service = await startService(UPDATES_TARGET, `sqlite:${join(workFolder, 'updates.db')}`)
+  await preload(service, PRELOADED)
+  await checkFullPages(service)
+  for (const [load] of UPDATE_LOADS) await measure(service, load, 1)
+
+  const samples = new Map<string, Sample[]>()
+  for (let round = 1; round <= rounds; round++) {
+    const loads = UPDATE_LOADS.map(([load]) => load)
+    for (const load of round % 2 === 1 ? loads : loads.reverse()) {
+      const sample = await measure(service, load, durationSeconds)
+      const key = `${UPDATES_TARGET}/${load}`
+      samples.set(key, [...(samples.get(key) ?? []), sample])
+      logSample(round, key, sample)
+    }
+  }
+  await stop(service)
+
+  const rows = UPDATE_LOADS.map(([load, reference]) => {
+    const summary = summarize(samples.get(`${UPDATES_TARGET}/${load}`) ?? [], 1)
+    const referenceSummary = summarize(samples.get(`${UPDATES_TARGET}/${reference}`) ?? [], 1)
+    return {
+      target: UPDATES_TARGET,
+      load,
+      ...summary,
+      ratio: Number((summary.rps / referenceSummary.rps).toFixed(3)),
+      cpuRatio: Number((summary.serverCpuUs / referenceSummary.serverCpuUs).toFixed(3)),
+      against: `${UPDATES_TARGET}/${reference}`
+    }
+  })
+  printUpdatesTable(rows, samples)
+  return rows
+}
+
+/** That the two list loads read what the rows say: a page of 100 plants each, the filtered one all of one tag. */
+async function checkFullPages (target: Target): Promise<void> {
+  for (const path of ['/plants?limit=100', `/plants?limit=100&tag=${LISTED_TAG}`]) {
+    const response = await fetch(`${target.url}${path}`, { headers: { authorization: `Bearer ${target.token}` } })
+    const page = await response.json() as Array<{ tag?: string }>
+    if (response.status !== 200 || page.length !== 100 || (path.includes('tag=') && page.some((plant) => plant.tag !== LISTED_TAG))) {
+      throw new Error(`GET ${path} answered ${response.status} with ${page.length} plants, not a page of 100`)
+    }
+  }
+}
+
+function printUpdatesTable (rows: Row[], samples: Map<string, Sample[]>): void {
+  const header = ['load', 'against', 'req/s', 'req/s ÷', 'µs/req', 'CPU ÷', 'per-round req/s ÷', 'p99 ms', 'errors', `${generator.name} CPU`,
+    `within ${UPDATE_TOLERANCE * 100} %`]
+  const lines = rows.map((row) => {
+    const reference = row.against.slice(UPDATES_TARGET.length + 1)
+    const ratios = (samples.get(`${UPDATES_TARGET}/${row.load}`) ?? []).map((sample, index) =>
+      sample.rps / (samples.get(row.against)?.[index]?.rps ?? NaN))
+    const within = row.ratio >= 1 - UPDATE_TOLERANCE
+    return [row.load, reference, String(row.rps), row.ratio.toFixed(3), String(row.serverCpuUs), row.cpuRatio.toFixed(3),
+      `${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}`, String(row.p99), String(row.errors),
+      `${Math.round(row.generatorCpuShare * 100)} %${row.valid ? '' : ' INVALID'}`, row.load === reference ? '' : within ? 'yes' : 'no']
+  })
+  const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
+  const format = (cells: string[]) => cells.map((cell, column) => column < 2 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)).join('  ')
+  process.stdout.write(`\nSQLite, one service: changes ÷ creates, a page of one tag ÷ a page of all; medians of ${rounds} ` +
+    `round${rounds === 1 ? '' : 's'} of ${durationSeconds} s\n${format(header)}\n${lines.map(format).join('\n')}\n`)
+}
+
+const partOf = (row: { against?: string }): Part =>
+  row.against === ENVIRONMENT_TARGET ? 'tokens' : row.against?.startsWith(`${UPDATES_TARGET}/`) === true ? 'updates' : 'backends'
 
 /**
  * Writes the rows of the parts measured. When some parts were not, their rows (and the machine they
@@ -498,14 +581,18 @@ function printTable (rows: Row[]): void {
   }
 }
 
+/** Bulk-loaded stores give LISTED_TAG to every `listedStep(size)`th plant: about 10,000 of them at any size. */
+const listedStep = (size: number) => Math.max(1, Math.floor(size / 10_000))
+
 async function bulkLoad (backend: 'sqlite' | 'postgres', size: number): Promise<string> {
+  const step = listedStep(size)
   if (backend === 'sqlite') {
     const file = join(workFolder, `scale-${size}.db`)
     const db = openSqliteDatabase(file)
     db.pragma('synchronous = OFF')
-    const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, NULL)')
+    const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?)')
     const chunk = db.transaction((from: number, to: number) => {
-      for (let id = from; id < to; id++) insert.run(BigInt(id), `plant ${id}`)
+      for (let id = from; id < to; id++) insert.run(BigInt(id), `plant ${id}`, id % step === 0 ? LISTED_TAG : 'tag-0')
     })
     for (let from = 1; from <= size; from += 100_000) chunk(from, Math.min(from + 100_000, size + 1))
     db.close()
@@ -516,11 +603,14 @@ async function bulkLoad (backend: 'sqlite' | 'postgres', size: number): Promise<
   await (await openPostgresStore(url, { poolSize: 1, connectTimeoutMs: 5000, statementTimeoutMs: 600_000 })).close()
   const client = new pg.Client({ connectionString: url })
   await client.connect()
-  await client.query('INSERT INTO plants (id, name) SELECT g, \'plant \' || g FROM generate_series(1, $1::bigint) AS g', [size])
+  await client.query(`INSERT INTO plants (id, name, tag)
+    SELECT g, 'plant ' || g, CASE WHEN g % $2 = 0 THEN $3 ELSE 'tag-0' END FROM generate_series(1, $1::bigint) AS g`, [size, step, LISTED_TAG])
   await client.query('VACUUM ANALYZE plants')
   await client.end()
   return url
 }
+
+const SCALE_LOADS: readonly Load[] = [...LOADS, 'list-tag']
 
 async function compareSizes (sizes: number[]): Promise<void> {
   const rows: Array<{ backend: string, size: number, load: Load } & ReturnType<typeof summarize>> = []
@@ -535,20 +625,21 @@ async function compareSizes (sizes: number[]): Promise<void> {
       const target = await startService(`${backend}-${size}`, databaseUrl)
       if (size === 0) await preload(target, PRELOADED)
       else target.preloadedIds = Array.from({ length: 10_000 }, () => BigInt(1 + Math.floor(Math.random() * size)))
-      const results: Record<Load, Sample[]> = { post: [], get: [], list: [] }
-      targets.push({ size, target, deepAfter: BigInt(Math.floor(size / 2)), results })
+      const results = new Map<Load, Sample[]>(SCALE_LOADS.map((load) => [load, []]))
+      // The empty store's preload is 2000 plants: the deep pages start half-way through those.
+      targets.push({ size, target, deepAfter: BigInt(Math.floor((size === 0 ? PRELOADED : size) / 2)), results })
     }
     for (let round = 1; round <= rounds; round++) {
-      for (const load of LOADS) {
+      for (const load of SCALE_LOADS) {
         for (const { target, deepAfter, results } of targets) {
-          const sample = await measure(target, load, durationSeconds, load === 'list' ? deepAfter : undefined)
-          results[load].push(sample)
+          const sample = await measure(target, load, durationSeconds, load === 'list' || load === 'list-tag' ? deepAfter : undefined)
+          results.get(load)?.push(sample)
           process.stderr.write(`round ${round} ${target.name}/${load}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms\n`)
         }
       }
     }
     for (const { size, target, results } of targets) {
-      for (const load of LOADS) rows.push({ backend, size, load, ...summarize(results[load]) })
+      for (const load of SCALE_LOADS) rows.push({ backend, size, load, ...summarize(results.get(load) ?? []) })
       process.kill(target.process.pid as number, 'SIGTERM')
       await new Promise((resolve) => target.process.once('exit', resolve))
     }
@@ -575,6 +666,7 @@ try {
     const rows: Row[] = []
     if (parts.includes('backends')) rows.push(...await compareBackends())
     if (parts.includes('tokens')) rows.push(...await compareTokens())
+    if (parts.includes('updates')) rows.push(...await compareUpdates())
     writeResults(rows)
   }
 } finally {

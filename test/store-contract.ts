@@ -104,6 +104,175 @@ export function storeContract (backendName: string, open: () => Promise<PlantSto
       expect(JSON.parse((await store.list({ after: -4n, limit: 1 })).json)).toEqual([{ id: -3, name: 'plant -3', tag: 'x' }])
     }))
 
+    it('puts a plant: created when the id is free, replaced whole when it is taken', () => withStore(async (store) => {
+      const created = await store.put({ id: 10n, name: 'Fern', tag: 'green' })
+      const withoutTag = await store.put({ id: 10n, name: 'Fern' })
+      const sameAgain = await store.put({ id: 10n, name: 'Fern' })
+      const emptyTag = await store.put({ id: 10n, name: 'Ivy', tag: '' })
+
+      expect(created).toEqual({ status: 'created', plant: { id: 10n, name: 'Fern', tag: 'green' } })
+      expect(withoutTag).toEqual({ status: 'replaced', plant: { id: 10n, name: 'Fern' } })
+      expect(sameAgain).toEqual({ status: 'replaced', plant: { id: 10n, name: 'Fern' } })
+      expect(emptyTag).toEqual({ status: 'replaced', plant: { id: 10n, name: 'Ivy', tag: '' } })
+      expect(await store.get(10n)).toBe('{"id":10,"name":"Ivy","tag":""}')
+      expect(await store.create({ id: 10n, name: 'Ivy', tag: '' })).toEqual({ status: 'replayed', plant: { id: 10n, name: 'Ivy', tag: '' } })
+    }))
+
+    it('patches a plant: a name renames it, a tag sets it, a null tag removes it; an absent plant is not found', () => withStore(async (store) => {
+      await store.create({ id: 11n, name: 'Fern', tag: 'green' })
+
+      const renamed = await store.patch(11n, { name: 'Ivy' })
+      const tagged = await store.patch(11n, { tag: '' })
+      const untagged = await store.patch(11n, { tag: null })
+      const unchanged = await store.patch(11n, {})
+      const both = await store.patch(11n, { name: 'Moss', tag: 'damp' })
+      const absent = await store.patch(12n, { name: 'Ivy' })
+
+      expect(renamed).toEqual({ status: 'patched', plant: { id: 11n, name: 'Ivy', tag: 'green' } })
+      expect(tagged).toEqual({ status: 'patched', plant: { id: 11n, name: 'Ivy', tag: '' } })
+      expect(untagged).toEqual({ status: 'patched', plant: { id: 11n, name: 'Ivy' } })
+      expect(unchanged).toEqual({ status: 'patched', plant: { id: 11n, name: 'Ivy' } })
+      expect(both).toEqual({ status: 'patched', plant: { id: 11n, name: 'Moss', tag: 'damp' } })
+      expect(absent).toEqual({ status: 'not-found' })
+      expect(await store.get(11n)).toBe('{"id":11,"name":"Moss","tag":"damp"}')
+      expect(await store.get(12n)).toBeUndefined()
+    }))
+
+    it('deletes a plant once; its id is then free', () => withStore(async (store) => {
+      await store.create({ id: 13n, name: 'Fern' })
+
+      const deleted = await store.delete(13n)
+      const again = await store.delete(13n)
+
+      expect(deleted).toEqual({ status: 'deleted' })
+      expect(again).toEqual({ status: 'not-found' })
+      expect(await store.get(13n)).toBeUndefined()
+      expect(await store.create({ id: 13n, name: 'Cactus' })).toEqual({ status: 'created', plant: { id: 13n, name: 'Cactus' } })
+    }))
+
+    it('applies a conditional write only while the store holds the expected plant', () => withStore(async (store) => {
+      const fern = { id: 14n, name: 'Fern', tag: 'green' }
+      const ivy = { id: 14n, name: 'Ivy', tag: 'green' }
+      const moss = { id: 15n, name: 'Moss' }
+
+      expect(await store.put(fern, { plant: undefined })).toEqual({ status: 'created', plant: fern })
+      expect(await store.put(ivy, { plant: fern })).toEqual({ status: 'replaced', plant: ivy })
+      expect(await store.patch(14n, { tag: null }, { plant: ivy })).toEqual({ status: 'patched', plant: { id: 14n, name: 'Ivy' } })
+      expect(await store.put(moss, { plant: undefined })).toEqual({ status: 'created', plant: moss })
+      expect(await store.delete(15n, { plant: moss })).toEqual({ status: 'deleted' })
+      expect(await store.get(14n)).toBe('{"id":14,"name":"Ivy"}')
+      expect(await store.get(15n)).toBeUndefined()
+    }))
+
+    it('answers a conditional write that expected another plant as stale, with the exact current plant, and changes nothing', () => withStore(async (store) => {
+      const stored = { id: 16n, name: 'Fern', tag: '' }
+      await store.create(stored)
+      const otherName = { id: 16n, name: 'Ivy', tag: '' }
+      const noTag = { id: 16n, name: 'Fern' }
+      const replacement = { id: 16n, name: 'Moss', tag: 'damp' }
+
+      const outcomes = [
+        await store.put(replacement, { plant: undefined }),
+        await store.put(replacement, { plant: otherName }),
+        await store.put(replacement, { plant: noTag }),
+        await store.patch(16n, { name: 'Moss' }, { plant: undefined }),
+        await store.patch(16n, { tag: null }, { plant: noTag }),
+        await store.delete(16n, { plant: undefined }),
+        await store.delete(16n, { plant: otherName })
+      ]
+
+      for (const outcome of outcomes) expect(outcome).toEqual({ status: 'stale', current: stored })
+      expect(await store.get(16n)).toBe('{"id":16,"name":"Fern","tag":""}')
+    }))
+
+    it('answers a conditional write that expected a plant the store does not hold as stale with no current plant', () => withStore(async (store) => {
+      const expected = { plant: { id: 17n, name: 'Fern' } }
+
+      const put = await store.put({ id: 17n, name: 'Ivy' }, expected)
+      const patch = await store.patch(17n, { name: 'Ivy' }, expected)
+      const remove = await store.delete(17n, expected)
+
+      for (const outcome of [put, patch, remove]) expect(outcome).toEqual({ status: 'stale', current: undefined })
+      expect(await store.get(17n)).toBeUndefined()
+      expect(await store.patch(17n, { name: 'Ivy' }, { plant: undefined })).toEqual({ status: 'not-found' })
+      expect(await store.delete(17n, { plant: undefined })).toEqual({ status: 'not-found' })
+      expect(await store.get(17n)).toBeUndefined()
+    }))
+
+    it('lets exactly one of many concurrent conditional writes expecting the same plant apply', () => withStore(async (store) => {
+      const stored = { id: 18n, name: 'Fern' }
+      await store.create(stored)
+      const names = Array.from({ length: 12 }, (_, index) => `contender-${index}`)
+
+      const outcomes = await Promise.all(names.map((name, index) => index % 2 === 0
+        ? store.put({ id: 18n, name }, { plant: stored })
+        : store.patch(18n, { name }, { plant: stored })))
+
+      const applied = outcomes.filter((outcome) => outcome.status === 'replaced' || outcome.status === 'patched')
+      expect(applied).toHaveLength(1)
+      const winner = applied[0] !== undefined && 'plant' in applied[0] ? applied[0].plant : undefined
+      expect(outcomes.filter((outcome) => outcome.status === 'stale')).toEqual(Array(11).fill({ status: 'stale', current: winner }))
+      expect(await store.get(18n)).toBe(referenceDocument(winner ?? stored))
+    }))
+
+    it('reads the exact JSON document of a plant written by put or patch, in get and in pages', () => withStore(async (store) => {
+      const put: PlantRecord = { id: INT64_MAX, name: 'quote " backslash \\ slash /', tag: 'controls \u0001\n\t\u001f del \u007f' }
+      const base: PlantRecord = { id: -(2n ** 53n) - 1n, name: 'plain' }
+      const patchedName = '\u{1F331} Cafe\u0301 \u05E9\u05DC\u05D5\u05DD \u2028 \u2029 \u{10FFFF}'
+      const patchedTag = ' \uFEFF\u{1D11E}<>&\''
+      await store.put(put)
+      await store.create(base)
+      await store.patch(base.id, { name: patchedName, tag: patchedTag })
+      const documents = [referenceDocument({ id: base.id, name: patchedName, tag: patchedTag }), referenceDocument(put)]
+
+      expect(await store.get(put.id)).toBe(documents[1])
+      expect(await store.get(base.id)).toBe(documents[0])
+      expect(await store.list({ limit: 10 })).toEqual({ json: `[${documents.join(',')}]` })
+      expect(await store.list({ limit: 10, tag: patchedTag })).toEqual({ json: `[${documents[0]}]` })
+    }))
+
+    it('reads pages of one tag exactly: other tags, other cases and plants without a tag never match', () => withStore(async (store) => {
+      const plants: PlantRecord[] = [
+        { id: 9n, name: 'a', tag: 'x' },
+        { id: -4n, name: 'b', tag: 'x' },
+        { id: 0n, name: 'c' },
+        { id: 2n, name: 'd', tag: 'X' },
+        { id: 3n, name: 'e', tag: '' },
+        { id: 5n, name: 'f', tag: 'x' },
+        { id: 6n, name: 'g', tag: 'x ' },
+        { id: 7n, name: 'h', tag: 'x' },
+        { id: 8n, name: 'i', tag: '' },
+        { id: 12n, name: 'j', tag: 'y' }
+      ]
+      for (const plant of plants) await store.create(plant)
+      const tagged = (tag: string) => [...plants].sort((a, b) => (a.id < b.id ? -1 : 1)).filter((plant) => plant.tag === tag).map(referenceDocument)
+      const x = tagged('x')
+
+      expect(await store.list({ limit: 2, tag: 'x' })).toEqual({ json: `[${x.slice(0, 2).join(',')}]`, nextAfter: 5n })
+      expect(await store.list({ after: 5n, limit: 2, tag: 'x' })).toEqual({ json: `[${x.slice(2, 4).join(',')}]` })
+      expect(await store.list({ after: 4n, limit: 1, tag: 'x' })).toEqual({ json: `[${x[1]}]`, nextAfter: 5n })
+      expect(await store.list({ after: 9n, limit: 5, tag: 'x' })).toEqual({ json: '[]' })
+      expect(await store.list({ limit: 100, tag: 'x' })).toEqual({ json: `[${x.join(',')}]` })
+      expect(await store.list({ limit: 100, tag: '' })).toEqual({ json: `[${tagged('').join(',')}]` })
+      expect(await store.list({ limit: 1, tag: '' })).toEqual({ json: `[${tagged('')[0]}]`, nextAfter: 3n })
+      expect(await store.list({ limit: 100, tag: 'X' })).toEqual({ json: `[${tagged('X').join(',')}]` })
+      expect(await store.list({ limit: 100, tag: 'x ' })).toEqual({ json: `[${tagged('x ').join(',')}]` })
+      expect(await store.list({ limit: 100, tag: 'z' })).toEqual({ json: '[]' })
+      expect(await store.list({ limit: 100, tag: 'Cafe\u0301' })).toEqual({ json: '[]' })
+    }))
+
+    it('moves a plant between the pages of its old and new tag when put or patch changes the tag', () => withStore(async (store) => {
+      await store.create({ id: 1n, name: 'Fern', tag: 'Caf\u00E9' })
+      await store.create({ id: 2n, name: 'Ivy', tag: 'Caf\u00E9' })
+
+      await store.put({ id: 1n, name: 'Fern', tag: 'Cafe\u0301' })
+      await store.patch(2n, { tag: null })
+      await store.put({ id: 3n, name: 'Moss', tag: 'Caf\u00E9' })
+
+      expect(await store.list({ limit: 10, tag: 'Caf\u00E9' })).toEqual({ json: `[${referenceDocument({ id: 3n, name: 'Moss', tag: 'Caf\u00E9' })}]` })
+      expect(await store.list({ limit: 10, tag: 'Cafe\u0301' })).toEqual({ json: `[${referenceDocument({ id: 1n, name: 'Fern', tag: 'Cafe\u0301' })}]` })
+    }))
+
     it('reads an empty store as an empty page', () => withStore(async (store) => {
       expect(await store.list({ limit: 1 })).toEqual({ json: '[]' })
     }))

@@ -7,6 +7,7 @@ import {
   storeUnavailable, unsupportedMediaType, uriTooLong
 } from '../errors.js'
 import { StoreUnavailableError } from '../store/plant-store.js'
+import { JSON_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { newRequestId, REQUEST_ID_HEADER } from './request-id.js'
 import { sendError } from './send-error.js'
@@ -46,7 +47,7 @@ function toPlantstoreError (error: FastifyError, request: FastifyRequest): Plant
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return bodyTooLarge(request.routeOptions.bodyLimit)
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return unsupportedMediaType('Content-Type must be application/json')
+      return unsupportedMediaType(`Content-Type must be ${request.routeOptions.config.bodyMediaType ?? JSON_MEDIA_TYPE}`)
   }
   const status = error.statusCode ?? 500
   if (status >= 400 && status < 500) return new PlantstoreError(status, error.message)
