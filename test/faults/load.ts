@@ -61,3 +61,142 @@ export async function until (predicate: () => boolean, timeoutMs: number, what: 
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
+
+/** One write a lifecycle load sent for a plant, and the plant's JSON document once it took effect. */
+export interface PlantWrite {
+  readonly method: 'POST' | 'PUT' | 'PATCH'
+  readonly document: string
+  readonly acknowledged: boolean
+}
+
+/** Bounded lifecycle load: `workers` loops that each create a plant, then replace and patch it, one request at a time. */
+export interface LifecycleLoad {
+  /** Every plant's writes in the order they were sent; each was sent only after the one before it was acknowledged. */
+  readonly writes: Map<number, PlantWrite[]>
+  /** Answers that broke the contract (a wrong status or body): none expected. */
+  readonly wrongAnswers: string[]
+  stop (): Promise<void>
+}
+
+interface LifecycleStep {
+  readonly method: 'POST' | 'PUT' | 'PATCH'
+  readonly contentType: string
+  readonly body: (id: number) => object
+  /** The plant after this step, given the plant before it. */
+  readonly apply: (id: number, before: StoredPlant | undefined) => StoredPlant
+}
+
+interface StoredPlant { readonly id: number, readonly name: string, readonly tag?: string }
+
+const sprout = (id: number) => '\u{1F331}'.repeat(id % 3)
+const create: LifecycleStep = {
+  method: 'POST',
+  contentType: 'application/json',
+  body: (id) => ({ id, name: `load ${id} ${sprout(id)}` }),
+  apply: (id) => ({ id, name: `load ${id} ${sprout(id)}` })
+}
+const replace: LifecycleStep = {
+  method: 'PUT',
+  contentType: 'application/json',
+  body: (id) => ({ name: `replaced ${id} ${sprout(id + 1)}`, tag: `t${id % 7}` }),
+  apply: (id) => ({ id, name: `replaced ${id} ${sprout(id + 1)}`, tag: `t${id % 7}` })
+}
+const tagPatch: LifecycleStep = {
+  method: 'PATCH',
+  contentType: 'application/merge-patch+json',
+  body: (id) => ({ tag: `patched ${id}` }),
+  apply: (id, before) => ({ id, name: before?.name ?? '', tag: `patched ${id}` })
+}
+const untagPatch: LifecycleStep = {
+  method: 'PATCH',
+  contentType: 'application/merge-patch+json',
+  body: () => ({ tag: null }),
+  apply: (id, before) => ({ id, name: before?.name ?? '' })
+}
+/** The lives of plants, by id modulo 4: of different lengths, so that the workers' phases drift apart. */
+const LIVES: ReadonlyArray<readonly LifecycleStep[]> = [
+  [create, replace, tagPatch],
+  [create, tagPatch],
+  [create, replace, tagPatch, untagPatch],
+  [create, replace]
+]
+
+/** A plant's JSON document as reads return it: keys id, name, tag, no tag key when it has none. */
+const documentOf = (plant: StoredPlant) => JSON.stringify(plant)
+
+/**
+ * Runs the lives of plants `firstId`, `firstId + 1`, … (at most `maxPlants`). A write that is not
+ * acknowledged (a 200 with the expected body) ends its plant's life, so every write of a plant but its
+ * last was acknowledged, and each write's `document` is exactly what it makes of the plant.
+ */
+export function startLifecycleLoad (
+  baseUrl: string,
+  token: string,
+  options: { workers: number, firstId: number, maxPlants: number, onAcknowledged?: (count: number) => void }
+): LifecycleLoad {
+  const writes = new Map<number, PlantWrite[]>()
+  const wrongAnswers: string[] = []
+  let acknowledgedCount = 0
+  let nextId = options.firstId
+  const state = { stopped: false }
+
+  /** Sends one write; true when it was acknowledged with the expected answer. */
+  const send = async (id: number, step: LifecycleStep, after: StoredPlant): Promise<boolean> => {
+    const url = step.method === 'POST' ? `${baseUrl}/plants` : `${baseUrl}/plants/${id}`
+    const history = writes.get(id) ?? []
+    writes.set(id, history)
+    const document = documentOf(after)
+    let acknowledged = false
+    try {
+      const response = await fetch(url, {
+        method: step.method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': step.contentType },
+        body: JSON.stringify(step.body(id)),
+        signal: AbortSignal.timeout(10_000)
+      })
+      const text = await response.text()
+      const expectedBody = step.method === 'POST' ? JSON.stringify({ name: after.name, ...(after.tag === undefined ? {} : { tag: after.tag }) }) : document
+      acknowledged = response.status === 200 && text === expectedBody
+      if (!acknowledged && response.status !== 503) wrongAnswers.push(`${step.method} ${id}: ${response.status} ${text}, expected 200 ${expectedBody}`)
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    history.push({ method: step.method, document, acknowledged })
+    if (acknowledged) options.onAcknowledged?.(++acknowledgedCount)
+    return acknowledged
+  }
+
+  const worker = async () => {
+    while (!state.stopped && nextId < options.firstId + options.maxPlants) {
+      const id = nextId++
+      let plant: StoredPlant | undefined
+      for (const step of LIVES[id % LIVES.length] as readonly LifecycleStep[]) {
+        if (state.stopped) break
+        const after = step.apply(id, plant)
+        if (!await send(id, step, after)) break
+        plant = after
+      }
+    }
+  }
+  const workers = Array.from({ length: options.workers }, worker)
+  return {
+    writes,
+    wrongAnswers,
+    async stop () {
+      state.stopped = true
+      await Promise.all(workers)
+    }
+  }
+}
+
+/**
+ * The documents a plant may have after a crash (undefined: no plant), given its writes in order: the
+ * result of the last acknowledged write (no plant before any), or of any write sent after it, which got
+ * no answer and so may or may not have taken effect. When the last write was acknowledged, exactly its
+ * result.
+ */
+export function survivingDocuments (writes: readonly PlantWrite[]): Array<string | undefined> {
+  const lastAcknowledged = writes.findLastIndex((write) => write.acknowledged)
+  const unanswered = writes.slice(lastAcknowledged + 1).map((write) => write.document)
+  return [lastAcknowledged === -1 ? undefined : writes[lastAcknowledged]?.document, ...unanswered]
+}
