@@ -56,8 +56,8 @@ describe('The pages of one tag on SQLite', () => {
 
     expect(statements).toHaveLength(2)
     const expected = [
-      ['SEARCH plants USING INDEX plants_tag_id (tag=?)'],
-      ['SEARCH plants USING INDEX plants_tag_id (tag=? AND rowid>?)']
+      ['SEARCH plants USING COVERING INDEX plants_tag_id (tag=?)'],
+      ['SEARCH plants USING COVERING INDEX plants_tag_id (tag=? AND id>?)']
     ]
     expect(statements[0]).not.toContain('id > ?')
     expect(empty).toEqual(expected)
@@ -77,7 +77,7 @@ describe('The pages of one tag on SQLite', () => {
     onTestFinished(() => { upgraded.close() })
     expect(upgraded.pragma('user_version', { simple: true })).toBe(3)
     expect(upgraded.prepare("SELECT tbl_name, sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_tag_id'").all())
-      .toEqual([{ tbl_name: 'plants', sql: 'CREATE INDEX plants_tag_id ON plants (tag)' }])
+      .toEqual([{ tbl_name: 'plants', sql: 'CREATE INDEX plants_tag_id ON plants (tag, id, name)' }])
   })
 
   it('are served from a version-2 database once it is upgraded, with its plants', async () => {

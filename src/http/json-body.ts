@@ -13,40 +13,44 @@ type BodyMediaType = typeof JSON_MEDIA_TYPE | typeof MERGE_PATCH_MEDIA_TYPE
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** The one media type the route's body may have; `application/json` when not set. */
+    /** The one media type the route's body may have, for the messages of the 415s; `application/json` when not set. */
     bodyMediaType?: BodyMediaType
   }
 }
 
 /**
- * The only body parsers: JSON in UTF-8 without any Content-Encoding, parsed with exact integers, as
- * `application/json` or, where a route says so in `config.bodyMediaType`, as
- * `application/merge-patch+json`. Every other media type (Fastify's built-in `text/plain` parser
- * included) is removed, so it answers 415, not 400; so does either JSON type on a route that takes
- * the other.
+ * The only body parser: JSON in UTF-8 without any Content-Encoding, parsed with exact integers, as
+ * `application/json`. Every other media type (Fastify's built-in `text/plain` parser included) is
+ * removed, so it answers 415, not 400. A scope whose routes take another JSON media type swaps the
+ * parser with `acceptJsonBodiesAs` (PATCH takes only `application/merge-patch+json`).
  */
 export const jsonBody = fp(async function jsonBody (app: FastifyInstance) {
   // Before the body is read (and after authentication, which is `onRequest`).
   app.addHook('preParsing', (request, _reply, payload, done) => {
     if (request.headers['content-encoding'] !== undefined) {
-      done(unsupportedMediaType('request bodies must not be content-encoded; send plain application/json'))
+      const mediaType = request.routeOptions.config.bodyMediaType ?? JSON_MEDIA_TYPE
+      done(unsupportedMediaType(`request bodies must not be content-encoded; send plain ${mediaType}`))
       return
     }
     done(null, payload)
   })
-  app.removeAllContentTypeParsers()
-  for (const mediaType of [JSON_MEDIA_TYPE, MERGE_PATCH_MEDIA_TYPE] as const) {
-    app.addContentTypeParser(mediaType, { parseAs: 'buffer' }, (request, body, done) => {
-      try {
-        const expected = request.routeOptions.config.bodyMediaType ?? JSON_MEDIA_TYPE
-        if (mediaType !== expected) throw unsupportedMediaType(`${request.method} ${request.url.split('?', 1)[0] ?? ''} takes ${expected} bodies`)
-        done(null, parseJsonBody(request, body as Buffer, mediaType))
-      } catch (error) {
-        done(error as Error, undefined)
-      }
-    })
-  }
+  acceptJsonBodiesAs(app, JSON_MEDIA_TYPE)
 }, { name: 'json-body' })
+
+/**
+ * Makes `mediaType` the only one the scope's routes accept a body in, parsed as JSON; its routes name
+ * it in `config.bodyMediaType` for the 415 that other types get.
+ */
+export function acceptJsonBodiesAs (app: FastifyInstance, mediaType: BodyMediaType): void {
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser(mediaType, { parseAs: 'buffer' }, (request, body, done) => {
+    try {
+      done(null, parseJsonBody(request, body as Buffer, mediaType))
+    } catch (error) {
+      done(error as Error, undefined)
+    }
+  })
+}
 
 function parseJsonBody (request: FastifyRequest, body: Buffer, mediaType: BodyMediaType): unknown {
   const charset = CHARSET_PARAMETER.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase()

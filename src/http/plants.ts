@@ -10,10 +10,10 @@ import {
   DEFAULT_PAGE_SIZE, NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, ref, StoredPlant,
   StoredPlantPage
 } from '../schemas.js'
-import { plantJson, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
+import { plantJson, plantRecord, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
 import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
-import { MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
+import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
@@ -162,7 +162,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       params: PlantIdParams,
       headers: Type.Object({
         'if-none-match': Type.Optional(Type.String({ description: 'The ETags of copies the client holds: 304 when the plant still has one of them' })),
-        ...IF_MATCH
+        'if-match': Type.Optional(Type.String({ description: 'Answer only while the plant\'s ETag is one of these; otherwise 412' }))
       }),
       response: {
         200: { ...ref(StoredPlant), description: 'The plant', headers: ETAG },
@@ -218,37 +218,41 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     return sendPlant(reply, outcome.plant)
   })
 
-  plants.patch('/:id', {
-    config: { bodyMediaType: MERGE_PATCH_MEDIA_TYPE },
-    schema: {
-      operationId: 'updatePlant',
-      summary: 'Change some fields of a plant',
-      description: 'Applies a JSON merge patch (RFC 7396, `Content-Type: application/merge-patch+json`): a `name` ' +
-        'renames the plant, a `tag` sets its tag, `"tag": null` removes it. The answer is sent once the change is ' +
-        'durably committed. With `If-Match` it changes only that version of the plant.',
-      tags: ['plants'],
-      security: WRITE_SECURITY,
-      params: PlantIdParams,
-      headers: Type.Object(IF_MATCH),
-      body: { content: { [MERGE_PATCH_MEDIA_TYPE]: { schema: ref(PlantPatch) } } },
-      response: {
-        200: { ...ref(StoredPlant), description: 'The plant as it is after the patch', headers: ETAG },
-        ...authenticatedOperationErrors,
-        ...bodyErrors,
-        404: errorResponses[404],
-        412: errorResponses[412]
+  await app.register(async function mergePatchRoutes (scope) {
+    acceptJsonBodiesAs(scope, MERGE_PATCH_MEDIA_TYPE)
+    scope.withTypeProvider<TypeBoxTypeProvider>().patch('/:id', {
+      config: { bodyMediaType: MERGE_PATCH_MEDIA_TYPE },
+      schema: {
+        operationId: 'updatePlant',
+        summary: 'Change some fields of a plant',
+        description: 'Applies a JSON merge patch (RFC 7396, `Content-Type: application/merge-patch+json`): a `name` ' +
+          'renames the plant, a `tag` sets its tag, `"tag": null` removes it. The answer is sent once the change is ' +
+          'durably committed. With `If-Match` it changes only that version of the plant.',
+        tags: ['plants'],
+        security: WRITE_SECURITY,
+        params: PlantIdParams,
+        headers: Type.Object(IF_MATCH),
+        body: ref(PlantPatch),
+        consumes: [MERGE_PATCH_MEDIA_TYPE],
+        response: {
+          200: { ...ref(StoredPlant), description: 'The plant as it is after the patch', headers: ETAG },
+          ...authenticatedOperationErrors,
+          ...bodyErrors,
+          404: errorResponses[404],
+          412: errorResponses[412]
+        }
       }
-    }
-  }, async (request, reply) => {
-    const body = request.body as PlantPatch
-    const id = pathIdMatchingBody(request.params.id, body.id)
-    const patch = {
-      ...(body.name === undefined ? {} : { name: body.name }),
-      ...(body.tag === undefined ? {} : { tag: body.tag })
-    }
-    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.patch(id, patch, expected))
-    if (outcome.status === 'not-found') throw plantNotFound(id)
-    return sendPlant(reply, outcome.plant)
+    }, async (request, reply) => {
+      const { body } = request
+      const id = pathIdMatchingBody(request.params.id, body.id)
+      const patch = {
+        ...(body.name === undefined ? {} : { name: body.name }),
+        ...(body.tag === undefined ? {} : { tag: body.tag })
+      }
+      const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.patch(id, patch, expected))
+      if (outcome.status === 'not-found') throw plantNotFound(id)
+      return sendPlant(reply, outcome.plant)
+    })
   })
 
   plants.delete('/:id', {
@@ -311,10 +315,6 @@ function pathIdMatchingBody (pathId: string, bodyId: number | bigint | undefined
   const id = BigInt(pathId)
   if (bodyId !== undefined && BigInt(bodyId) !== id) throw plantIdMismatch(id, BigInt(bodyId))
   return id
-}
-
-function plantRecord (id: bigint, name: string, tag: string | null | undefined): PlantRecord {
-  return tag === undefined || tag === null ? { id, name } : { id, name, tag }
 }
 
 /** Answers with the plant's JSON document and its ETag. */

@@ -29,9 +29,13 @@ export const validation = fp(async function validation (app: FastifyInstance) {
 const compileValidator: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const check = TypeCompiler.Compile(schema, [...sharedSchemas])
   const part = HTTP_PART_LABEL[httpPart ?? 'body'] ?? 'request'
-  const parameters: Record<string, unknown> = (schema as { properties?: Record<string, unknown> }).properties ?? {}
+  const queryParameters = httpPart === 'querystring'
+    ? new Set(Object.keys((schema as { properties?: object }).properties ?? {}))
+    : undefined
   return (value: unknown) => {
-    const malformed = httpPart === 'querystring' ? (value as ParsedQuery)[MALFORMED_PARAMETERS]?.find((name) => name in parameters) : undefined
+    const malformed = queryParameters === undefined
+      ? undefined
+      : (value as ParsedQuery)[MALFORMED_PARAMETERS]?.find((name) => queryParameters.has(name))
     if (malformed !== undefined) return { error: invalidRequest(`query parameter ${malformed} is not valid percent-encoded UTF-8`) }
     if (check.Check(value)) return { value }
     const first = check.Errors(value).First()

@@ -12,7 +12,8 @@ export function openMemoryStore (): PlantStore {
   /** Makes `plant` (undefined: none) the plant stored in place of `current`, keeping the indexes in step. */
   function replace (current: PlantRecord | undefined, plant: PlantRecord | undefined): void {
     if (current !== undefined && plant !== undefined && samePlant(current, plant)) return
-    if (current?.tag !== undefined) {
+    const retagged = current?.tag !== plant?.tag || current === undefined || plant === undefined
+    if (retagged && current?.tag !== undefined) {
       const tagged = idsByTag.get(current.tag) as SortedIds
       tagged.remove(current.id)
       if (tagged.size === 0) idsByTag.delete(current.tag)
@@ -26,7 +27,7 @@ export function openMemoryStore (): PlantStore {
     }
     plants.set(plant.id, plant)
     if (current === undefined) allIds.insert(plant.id)
-    if (plant.tag !== undefined) {
+    if (retagged && plant.tag !== undefined) {
       let tagged = idsByTag.get(plant.tag)
       if (tagged === undefined) idsByTag.set(plant.tag, tagged = new SortedIds())
       tagged.insert(plant.id)

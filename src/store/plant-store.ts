@@ -122,7 +122,12 @@ export function outcomeOfMeeting (stored: PlantRecord, plant: PlantRecord): Crea
 export interface PlantRow { readonly id: bigint, readonly name: string, readonly tag: string | null }
 
 export function recordOfRow (row: PlantRow): PlantRecord {
-  return row.tag === null ? { id: row.id, name: row.name } : { id: row.id, name: row.name, tag: row.tag }
+  return plantRecord(row.id, row.name, row.tag)
+}
+
+/** A plant; a tag that is null or undefined is no tag. */
+export function plantRecord (id: bigint, name: string, tag: string | null | undefined): PlantRecord {
+  return tag === null || tag === undefined ? { id, name } : { id, name, tag }
 }
 
 /** A plant's JSON document; `id` may be a `bigint` or its decimal text as a database returned it. */

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { GroupCommit, RUN_AGAIN, type CommitBatch } from './group-commit.js'
-import { decideChange, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from './write-operations.js'
+import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from './write-operations.js'
 import { ReadBatch } from './read-batch.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { postgresMigrations } from './migrations/postgres.js'
@@ -415,7 +415,13 @@ async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) =>
   }
 }
 
-/** Runs one batch (its ids repeat only among creates; see GroupCommit) and works out each operation's result. */
+/**
+ * Runs one batch (its ids repeat only among creates; see GroupCommit) and works out each operation's
+ * result. It first locks the rows its changes name (in id order) and decides them (decideChange), then
+ * writes every new row, its creates' and its changes', in one id-ordered INSERT, then updates and
+ * deletes rows it holds locked. After the first statement a batch waits only for other transactions'
+ * uncommitted inserts, met in id order, so the batches of several instances cannot deadlock.
+ */
 async function writeBatch (client: pg.PoolClient, operations: readonly WriteOperation[]): Promise<Array<WriteOutcome | typeof RUN_AGAIN>> {
   const creates: CreateOperation[] = []
   const changes: ChangeOperation[] = []
@@ -424,66 +430,76 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
     else changes.push(operation)
   }
   const results = new Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>()
-  await createPlants(client, creates, results)
-  await changePlants(client, changes, results)
-  return operations.map((operation) => results.get(operation) ?? RUN_AGAIN)
+  const decided = await lockAndDecide(client, changes, results)
+  const firstCreateById = new Map<bigint, PlantRecord>()
+  for (const { plant } of creates) if (!firstCreateById.has(plant.id)) firstCreateById.set(plant.id, plant)
+  const newRows = [...firstCreateById.values(), ...decided.toInsert]
+  const inserted = newRows.length === 0 ? new Set<bigint>() : await insertPlants(client, newRows)
+  // A change that meant to create a row a concurrent transaction inserted first settles in a later batch.
+  for (const [id, change] of decided.inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
+  await settleCreates(client, creates, firstCreateById, inserted, results)
+  if (decided.toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(decided.toUpdate) })
+  if (decided.toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [decided.toDelete.map(String)] })
+  return operations.map((operation) => {
+    const result = results.get(operation)
+    if (result === undefined) throw new Error('a write batch left an operation without a result')
+    return result
+  })
 }
 
-async function createPlants (client: pg.PoolClient, creates: readonly CreateOperation[], results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>): Promise<void> {
-  if (creates.length === 0) return
-  const firstById = new Map<bigint, PlantRecord>()
-  for (const { plant } of creates) if (!firstById.has(plant.id)) firstById.set(plant.id, plant)
-  const plants = [...firstById.values()]
-  const inserted = await insertPlants(client, plants)
-  const stored = new Map<bigint, PlantRecord>()
-  const met = plants.filter((plant) => !inserted.has(plant.id)).map((plant) => plant.id.toString())
-  if (met.length > 0) {
-    const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
-    for (const row of found.rows) stored.set(row.id, recordOfRow(row))
-  }
-  for (const operation of creates) {
-    const { plant } = operation
-    const existing = inserted.has(plant.id) ? firstById.get(plant.id) : stored.get(plant.id)
-    // Met a row that a concurrent delete removed before it could be read: settle it in a later batch.
-    if (existing === undefined) results.set(operation, RUN_AGAIN)
-    else results.set(operation, existing === plant ? { status: 'created', plant } : outcomeOfMeeting(existing, plant))
-  }
+interface DecidedChanges {
+  readonly toInsert: PlantRecord[]
+  readonly toUpdate: PlantRecord[]
+  readonly toDelete: bigint[]
+  /** The change behind each row of `toInsert`, by id. */
+  readonly inserting: Map<bigint, ChangeOperation>
 }
 
-/**
- * Locks the rows of the changes' ids, decides each change on its row (decideChange), and writes what
- * the decisions changed. A row that was absent is not locked: when a concurrent transaction inserts it
- * first, the change that meant to create it settles in a later batch.
- */
-async function changePlants (client: pg.PoolClient, changes: readonly ChangeOperation[], results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>): Promise<void> {
-  if (changes.length === 0) return
-  const ids = changes.map((change) => change.kind === 'put' ? change.plant.id : change.id)
+/** Locks the rows of the changes' ids and decides each change on its row; writes nothing yet. */
+async function lockAndDecide (client: pg.PoolClient, changes: readonly ChangeOperation[], results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>): Promise<DecidedChanges> {
+  const decided: DecidedChanges = { toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
+  if (changes.length === 0) return decided
+  const ids = changes.map(idOf)
   const locked = await client.query<PlantRow>({ ...LOCK_PLANTS, values: [ids.map(String)] })
   const current = new Map(locked.rows.map((row) => [row.id, recordOfRow(row)]))
-  const toInsert: PlantRecord[] = []
-  const toUpdate: PlantRecord[] = []
-  const toDelete: bigint[] = []
-  const inserting = new Map<bigint, ChangeOperation>()
   changes.forEach((change, index) => {
     const id = ids[index] as bigint
     const before = current.get(id)
     const { outcome, after } = decideChange(change, before)
     results.set(change, outcome)
     if (before === undefined && after !== undefined) {
-      toInsert.push(after)
-      inserting.set(id, change)
+      decided.toInsert.push(after)
+      decided.inserting.set(id, change)
     } else if (before !== undefined && after === undefined) {
-      toDelete.push(id)
+      decided.toDelete.push(id)
     } else if (before !== undefined && after !== undefined && !samePlant(before, after)) {
-      toUpdate.push(after)
+      decided.toUpdate.push(after)
     }
   })
-  if (toInsert.length > 0) {
-    const inserted = await insertPlants(client, toInsert)
-    for (const [id, change] of inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
+  return decided
+}
+
+/** Each create's result: created, or a replay of or a conflict with the row it met. */
+async function settleCreates (
+  client: pg.PoolClient,
+  creates: readonly CreateOperation[],
+  firstCreateById: ReadonlyMap<bigint, PlantRecord>,
+  inserted: ReadonlySet<bigint>,
+  results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>
+): Promise<void> {
+  const stored = new Map<bigint, PlantRecord>()
+  const met = [...firstCreateById.keys()].filter((id) => !inserted.has(id)).map(String)
+  if (met.length > 0) {
+    const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
+    for (const row of found.rows) stored.set(row.id, recordOfRow(row))
   }
-  if (toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(toUpdate) })
-  if (toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [toDelete.map(String)] })
+  for (const operation of creates) {
+    const { plant } = operation
+    const existing = inserted.has(plant.id) ? firstCreateById.get(plant.id) : stored.get(plant.id)
+    // Met a row that a concurrent delete removed before it could be read: settle it in a later batch.
+    if (existing === undefined) results.set(operation, RUN_AGAIN)
+    else results.set(operation, existing === plant ? { status: 'created', plant } : outcomeOfMeeting(existing, plant))
+  }
 }
 
 async function insertPlants (client: pg.PoolClient, plants: readonly PlantRecord[]): Promise<Set<bigint>> {

@@ -43,10 +43,17 @@ if (db.pragma('journal_mode', { simple: true }) !== 'wal' || db.pragma('synchron
 db.defaultSafeIntegers(true)
 const insert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
 const select = db.prepare('SELECT id, name, tag FROM plants WHERE id = ?')
-const upsert = db.prepare('INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name, tag = excluded.tag')
+const rename = db.prepare('UPDATE plants SET name = ? WHERE id = ?')
+const update = db.prepare('UPDATE plants SET name = ?, tag = ? WHERE id = ?')
 const remove = db.prepare('DELETE FROM plants WHERE id = ?')
 const tagOf = (plant) => plant.tag === undefined ? null : plant.tag
 const isRow = (row, plant) => row === undefined ? plant === undefined : plant !== undefined && row.name === plant.name && row.tag === tagOf(plant)
+// Writes only what changed: an update that leaves the tag alone leaves the tag index alone too.
+function store (id, before, name, tag) {
+  if (before === undefined) insert.run(id, name, tag)
+  else if (before.tag !== tag) update.run(name, tag, id)
+  else if (before.name !== name) rename.run(name, id)
+}
 function change (operation) {
   const id = operation.kind === 'put' ? operation.plant.id : operation.id
   const before = select.get(id)
@@ -54,10 +61,10 @@ function change (operation) {
   if (operation.kind === 'delete') {
     if (before !== undefined) remove.run(id)
   } else if (operation.kind === 'put') {
-    if (!isRow(before, operation.plant)) upsert.run(id, operation.plant.name, tagOf(operation.plant))
+    store(id, before, operation.plant.name, tagOf(operation.plant))
   } else if (before !== undefined) {
     const { name = before.name, tag = before.tag } = operation.patch
-    if (name !== before.name || tag !== before.tag) upsert.run(id, name, tag)
+    store(id, before, name, tag)
   }
   return { before }
 }

@@ -1,5 +1,5 @@
 import {
-  sameState, type CreateOutcome, type DeleteOutcome, type Expectation, type PatchOutcome, type PlantPatch,
+  plantRecord, sameState, type CreateOutcome, type DeleteOutcome, type Expectation, type PatchOutcome, type PlantPatch,
   type PlantRecord, type PutOutcome
 } from './plant-store.js'
 
@@ -53,7 +53,5 @@ export function decideChange (change: ChangeOperation, current: PlantRecord | un
 }
 
 export function patched (plant: PlantRecord, patch: PlantPatch): PlantRecord {
-  const name = patch.name ?? plant.name
-  const tag = patch.tag === undefined ? plant.tag : patch.tag
-  return tag === null || tag === undefined ? { id: plant.id, name } : { id: plant.id, name, tag }
+  return plantRecord(plant.id, patch.name ?? plant.name, patch.tag === undefined ? plant.tag : patch.tag)
 }
