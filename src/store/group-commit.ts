@@ -1,3 +1,4 @@
+import type { PlantStore } from './plant-store.js'
 import { TurnBatch, type Waiting } from './turn-batch.js'
 import { idOf, type WriteOperation, type WriteOutcome, type WriteResult } from './write-operations.js'
 
@@ -68,5 +69,15 @@ export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
       size++
     }
     return this.queue.splice(0, size)
+  }
+}
+
+/** A durable adapter's write operations: each one submitted to its group commit. */
+export function groupCommittedWrites (writes: GroupCommit): Pick<PlantStore, 'create' | 'put' | 'patch' | 'delete'> {
+  return {
+    create: (plant) => writes.submit({ kind: 'create', plant }),
+    put: (plant, expected) => writes.submit({ kind: 'put', plant, expected }),
+    patch: (id, patch, expected) => writes.submit({ kind: 'patch', id, patch, expected }),
+    delete: (id, expected) => writes.submit({ kind: 'delete', id, expected })
   }
 }

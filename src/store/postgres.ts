@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { GroupCommit, RUN_AGAIN, type CommitBatch } from './group-commit.js'
+import { GroupCommit, groupCommittedWrites, RUN_AGAIN, type CommitBatch } from './group-commit.js'
 import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from './write-operations.js'
 import { ReadBatch } from './read-batch.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
@@ -203,9 +203,7 @@ export async function openPostgresStore (connectionString: string, options: Post
 
   return {
     backend: 'postgres',
-    create (plant) {
-      return writes.submit({ kind: 'create', plant })
-    },
+    ...groupCommittedWrites(writes),
     get (id) {
       return reads.read(id)
     },
@@ -214,15 +212,6 @@ export async function openPostgresStore (connectionString: string, options: Post
         ? (after === undefined ? { ...LIST_FIRST, values: [limit + 1] } : { ...LIST_AFTER, values: [after.toString(), limit + 1] })
         : (after === undefined ? { ...LIST_TAG_FIRST, values: [tag, limit + 1] } : { ...LIST_TAG_AFTER, values: [tag, after.toString(), limit + 1] }))
       return pageOf(rows.map(([id, name, tag]) => plantJson(id, name, tag)), limit, (index) => BigInt(rows[index]?.[0] ?? ''))
-    },
-    put (plant, expected) {
-      return writes.submit({ kind: 'put', plant, expected })
-    },
-    patch (id, patch, expected) {
-      return writes.submit({ kind: 'patch', id, patch, expected })
-    },
-    delete (id, expected) {
-      return writes.submit({ kind: 'delete', id, expected })
     },
     tokens: postgresTokenStore(query, tokenTransaction, tokenChanges),
     async ping () {

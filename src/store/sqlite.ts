@@ -1,7 +1,7 @@
 import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { SqliteError, type SqliteDatabase, type Statement } from './sqlite-driver.js'
-import { GroupCommit } from './group-commit.js'
+import { GroupCommit, groupCommittedWrites } from './group-commit.js'
 import { decideChange, type WriteOperation, type WriteOutcome } from './write-operations.js'
 import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
@@ -80,9 +80,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
 
   return {
     backend: 'sqlite',
-    create (plant) {
-      return writes.submit({ kind: 'create', plant })
-    },
+    ...groupCommittedWrites(writes),
     get (id) {
       return reads.read(id)
     },
@@ -92,15 +90,6 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
         : (after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1)))
       const plants = packed.map(unpack)
       return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
-    },
-    put (plant, expected) {
-      return writes.submit({ kind: 'put', plant, expected })
-    },
-    patch (id, patch, expected) {
-      return writes.submit({ kind: 'patch', id, patch, expected })
-    },
-    delete (id, expected) {
-      return writes.submit({ kind: 'delete', id, expected })
     },
     tokens: sqliteTokenStore(db),
     async ping () {
