@@ -109,6 +109,8 @@ describe.each(backends)('GET /plants?tag= on $name', (backend) => {
     expect(await pageOf(app, 'tag=&limit=1')).toEqual({ plants: [{ id: 2, name: 'Fern', tag: '' }], link: '</plants?limit=1&after=2&tag=>; rel="next"' })
     expect(await pageOf(app, 'limit=1&after=2&tag=')).toEqual({ plants: [{ id: 4, name: 'Cactus', tag: '' }], link: undefined })
     expect(await pageOf(app, 'tag=null')).toEqual({ plants: [], link: undefined })
+    expect(await pageOf(app, 'tag')).toEqual({ plants: [{ id: 2, name: 'Fern', tag: '' }, { id: 4, name: 'Cactus', tag: '' }], link: undefined })
+    expect(await pageOf(app, 'limit=1&tag')).toEqual({ plants: [{ id: 2, name: 'Fern', tag: '' }], link: '</plants?limit=1&after=2&tag=>; rel="next"' })
   })
 
   it('compares tags exactly: no case folding, no Unicode normalisation', async () => {
@@ -234,12 +236,18 @@ describe.each(backends)('GET /plants?tag= on $name', (backend) => {
     expect((await get(app, '/plants/1')).body).toBe('{"id":1,"name":"Fern","tag":"a"}')
   })
 
-  it('ignores a malformed percent-encoding in a parameter it does not know', async () => {
+  it('ignores a malformed percent-encoding in a parameter it does not know, one named like an Object.prototype member included', async () => {
     const app = await build()
-    await createAll(app, [{ id: 1, name: 'Fern', tag: 'green' }, { id: 2, name: 'Rose', tag: 'red' }])
+    const both = [{ id: 1, name: 'Fern', tag: 'green' }, { id: 2, name: 'Rose', tag: 'red' }]
+    await createAll(app, both)
 
-    expect(await pageOf(app, 'colour=%FF&tag=green')).toEqual({ plants: [{ id: 1, name: 'Fern', tag: 'green' }], link: undefined })
-    expect(await pageOf(app, 'tag=red&%ED%A0%80=1&x=%')).toEqual({ plants: [{ id: 2, name: 'Rose', tag: 'red' }], link: undefined })
+    expect(await pageOf(app, 'colour=%FF&tag=green')).toEqual({ plants: [both[0]], link: undefined })
+    expect(await pageOf(app, 'tag=red&%ED%A0%80=1&x=%')).toEqual({ plants: [both[1]], link: undefined })
+    expect(await pageOf(app, 'toString=%FF&tag=green')).toEqual({ plants: [both[0]], link: undefined })
+    expect(await pageOf(app, 'tag=red&hasOwnProperty=%C3')).toEqual({ plants: [both[1]], link: undefined })
+    expect(await pageOf(app, '__proto__=%FF')).toEqual({ plants: both, link: undefined })
+    expect(await pageOf(app, 'constructor=%FF&limit=1')).toEqual({ plants: [both[0]], link: '</plants?limit=1&after=1>; rel="next"' })
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
   })
 })
 

@@ -154,7 +154,8 @@ describe.each(backends)('Updating plants on $name', (backend) => {
         expectError(await put(app, '6', body), 400, message)
       }
       expectError(await put(app, '5', { name: 'b' }, { 'content-type': 'text/plain' }), 415, 'Content-Type must be application/json')
-      expectError(await put(app, '5', { name: 'b' }, { 'content-type': MERGE_PATCH }), 415, 'PUT /plants/5 takes application/json bodies')
+      expectError(await put(app, '5', { name: 'b' }, { 'content-type': MERGE_PATCH }), 415, 'Content-Type must be application/json')
+      expectError(await postPlant(app, { id: 6, name: 'b' }, { 'content-type': MERGE_PATCH }), 415, 'Content-Type must be application/json')
 
       await expectStored(app, '5', '{"id":5,"name":"kept","tag":"k"}', entityTag)
       await expectAbsent(app, '6')
@@ -246,13 +247,50 @@ describe.each(backends)('Updating plants on $name', (backend) => {
       const entityTag = await stored(app, '5', { name: 'kept' })
       const untyped = await app.inject({ method: 'PATCH', url: '/plants/5', headers: bearer(), payload: '{"name":"b"}' })
 
-      expectError(await patch(app, '5', { name: 'b' }, { 'content-type': 'application/json' }), 415, `PATCH /plants/5 takes ${MERGE_PATCH} bodies`)
+      expectError(await patch(app, '5', { name: 'b' }, { 'content-type': 'application/json' }), 415, `Content-Type must be ${MERGE_PATCH}`)
       expectError(await patch(app, '5', { name: 'b' }, { 'content-type': 'text/plain' }), 415, `Content-Type must be ${MERGE_PATCH}`)
       expectError(untyped, 415, `Content-Type must be ${MERGE_PATCH}`)
       await expectStored(app, '5', '{"id":5,"name":"kept"}', entityTag)
 
       const withCharset = await patch(app, '5', { name: 'c' }, { 'content-type': `${MERGE_PATCH}; charset=utf-8` })
       expectPlant(withCharset, 200, '{"id":5,"name":"c"}')
+    })
+
+    it('refuses a PATCH without a body: none at all is a 400 like a non-object, an empty merge patch is not JSON; nothing changes', async () => {
+      const app = await build()
+      const entityTag = await stored(app, '5', { name: 'kept', tag: 'k' })
+      const bodiless = (id: string) => app.inject({ method: 'PATCH', url: `/plants/${id}`, headers: bearer() })
+
+      expectError(await bodiless('5'), 400, 'request body must be a JSON object')
+      expectError(await bodiless('6'), 400, 'request body must be a JSON object')
+      expectError(await patch(app, '5', ''), 400, 'request body is not valid JSON: unexpected character at position 0')
+
+      await expectStored(app, '5', '{"id":5,"name":"kept","tag":"k"}', entityTag)
+      await expectAbsent(app, '6')
+    })
+  })
+
+  describe('POST after PUT or PATCH', () => {
+    it('replays a POST of the plant as it is now (200) and refuses one of its former content (409), changing nothing', async () => {
+      const app = await build()
+      expect((await postPlant(app, { id: 5, name: 'Monstera', tag: 'tropical' })).statusCode).toBe(200)
+      expect((await postPlant(app, { id: 6, name: 'Fern' })).statusCode).toBe(200)
+      expectPlant(await put(app, '5', { name: 'Swiss cheese plant' }), 200, '{"id":5,"name":"Swiss cheese plant"}')
+      const patched = expectPlant(await patch(app, '6', { tag: '' }), 200, '{"id":6,"name":"Fern","tag":""}')
+
+      const replayed = await postPlant(app, { id: 6, name: 'Fern', tag: '' })
+      const former = await postPlant(app, { id: 6, name: 'Fern' })
+      const replaced = await postPlant(app, { id: 5, name: 'Swiss cheese plant' })
+      const beforeReplace = await postPlant(app, { id: 5, name: 'Monstera', tag: 'tropical' })
+
+      expect({ status: replayed.statusCode, body: replayed.body, location: replayed.headers.location, etag: replayed.headers.etag })
+        .toEqual({ status: 200, body: '{"name":"Fern","tag":""}', location: '/plants/6', etag: patched })
+      expect({ status: replaced.statusCode, body: replaced.body, location: replaced.headers.location })
+        .toEqual({ status: 200, body: '{"name":"Swiss cheese plant"}', location: '/plants/5' })
+      expectError(former, 409, 'plant 6 already exists with a different name or tag')
+      expectError(beforeReplace, 409, 'plant 5 already exists with a different name or tag')
+      await expectStored(app, '5', '{"id":5,"name":"Swiss cheese plant"}', replaced.headers.etag as string)
+      await expectStored(app, '6', '{"id":6,"name":"Fern","tag":""}', patched)
     })
   })
 
@@ -276,6 +314,23 @@ describe.each(backends)('Updating plants on $name', (backend) => {
       const otherTag = await stored(app, ABOVE_DOUBLE_PRECISION, { name: 'A', tag: 'x' })
       expect(renamedBack).toBe(original)
       expect(new Set([original, renamed, untagged, otherTag]).size).toBe(4)
+    })
+
+    it('is the same on HEAD as on GET, and HEAD answers If-None-Match like GET', async () => {
+      const app = await build()
+      const stale = await stored(app, '5', { name: 'a' })
+      const current = await stored(app, '5', { name: 'b', tag: 't' })
+      const head = (headers: Headers = {}) => app.inject({ method: 'HEAD', url: '/plants/5', headers: { ...bearer(), ...headers } })
+
+      const plain = await head()
+      const notModified = await head({ 'if-none-match': current })
+      const modified = await head({ 'if-none-match': stale })
+
+      expect({ status: plain.statusCode, body: plain.body, etag: plain.headers.etag }).toEqual({ status: 200, body: '', etag: current })
+      expect(plain.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect({ status: notModified.statusCode, body: notModified.body, etag: notModified.headers.etag }).toEqual({ status: 304, body: '', etag: current })
+      expect({ status: modified.statusCode, body: modified.body, etag: modified.headers.etag }).toEqual({ status: 200, body: '', etag: current })
+      await expectStored(app, '5', '{"id":5,"name":"b","tag":"t"}', current)
     })
   })
 
@@ -351,6 +406,16 @@ describe.each(backends)('Updating plants on $name', (backend) => {
       expectError(await get(app, '5', { 'if-match': stale }), 412, stateChanged('5'))
       expectError(await get(app, '5', { 'if-match': `W/${current}` }), 412, stateChanged('5'))
       expect(expectPlant(await get(app, '5', { 'if-match': current }), 200, '{"id":5,"name":"b"}')).toBe(current)
+    })
+
+    it('answers GET with 404 for an absent plant whatever If-None-Match holds', async () => {
+      const app = await build()
+      const elsewhere = await stored(app, '6', { name: 'a' })
+
+      for (const ifNoneMatch of ['*', elsewhere, `W/${elsewhere}`]) {
+        expectError(await get(app, '5', { 'if-none-match': ifNoneMatch }), 404, 'no plant has id 5')
+      }
+      await expectAbsent(app, '5')
     })
 
     it('refuses a malformed If-Match or If-None-Match with a 400 naming the header, changing nothing', async () => {

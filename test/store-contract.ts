@@ -273,6 +273,32 @@ export function storeContract (backendName: string, open: () => Promise<PlantSto
       expect(await store.list({ limit: 10, tag: 'Cafe\u0301' })).toEqual({ json: `[${referenceDocument({ id: 1n, name: 'Fern', tag: 'Cafe\u0301' })}]` })
     }))
 
+    it('drops a deleted plant from its tag\'s pages; a plant created again under its id is only on its new tag\'s pages', () => withStore(async (store) => {
+      const page = async (tag: string) => (await store.list({ limit: 10, tag })).json
+      const documents = (...plants: PlantRecord[]) => `[${plants.map(referenceDocument).join(',')}]`
+      await store.create({ id: 1n, name: 'Fern', tag: 'x' })
+      await store.create({ id: 2n, name: 'Ivy', tag: 'x' })
+      await store.create({ id: 3n, name: 'Moss', tag: 'y' })
+      await store.create({ id: 4n, name: 'Rose', tag: 'x' })
+
+      expect(await store.delete(1n)).toEqual({ status: 'deleted' })
+      expect(await page('x')).toBe(documents({ id: 2n, name: 'Ivy', tag: 'x' }, { id: 4n, name: 'Rose', tag: 'x' }))
+      await store.delete(2n)
+      await store.delete(3n)
+      await store.create({ id: 1n, name: 'Fern', tag: 'y' })
+      await store.put({ id: 2n, name: 'Ivy', tag: 'z' })
+      await store.create({ id: 3n, name: 'Moss', tag: 'y' })
+      // Issued together, so they may share a commit; they are answered as if one after the other.
+      const [deleted, created] = await Promise.all([store.delete(4n), store.create({ id: 4n, name: 'Rose' })])
+
+      expect([deleted, created]).toEqual([{ status: 'deleted' }, { status: 'created', plant: { id: 4n, name: 'Rose' } }])
+      expect(await page('x')).toBe('[]')
+      expect(await page('y')).toBe(documents({ id: 1n, name: 'Fern', tag: 'y' }, { id: 3n, name: 'Moss', tag: 'y' }))
+      expect(await page('z')).toBe(documents({ id: 2n, name: 'Ivy', tag: 'z' }))
+      expect((await store.list({ limit: 10 })).json).toBe(documents(
+        { id: 1n, name: 'Fern', tag: 'y' }, { id: 2n, name: 'Ivy', tag: 'z' }, { id: 3n, name: 'Moss', tag: 'y' }, { id: 4n, name: 'Rose' }))
+    }))
+
     it('reads an empty store as an empty page', () => withStore(async (store) => {
       expect(await store.list({ limit: 1 })).toEqual({ json: '[]' })
     }))

@@ -18,7 +18,7 @@ describe.each([
   { name: 'sqlite', databaseUrl: async () => `sqlite:${join(temporaryFolder(), 'crash.db')}` },
   { name: 'postgres', databaseUrl: createTestDatabase }
 ])('kill -9 under concurrent write load on $name', ({ name, databaseUrl }) => {
-  it(`loses no acknowledged create, replace or patch and half-writes nothing, over ${ROUNDS} rounds`, { timeout: 120_000 }, async () => {
+  it(`loses no acknowledged create, replace, patch or delete and half-writes nothing, over ${ROUNDS} rounds`, { timeout: 120_000 }, async () => {
     const env = { DATABASE_URL: await databaseUrl(), PLANTSTORE_TOKENS: TOKEN }
     const everyWrite = new Map<number, PlantWrite[]>()
     const wrongAnswers: string[] = []
@@ -53,10 +53,11 @@ describe.each([
 
     expect(wrongAnswers).toEqual([])
     // Writes of every kind were acknowledged before the kills, and left unanswered by them.
-    expect(acknowledgedMethods).toEqual(new Set(['POST', 'PUT', 'PATCH']))
-    expect(unansweredMethods).toEqual(new Set(['POST', 'PUT', 'PATCH']))
+    expect(acknowledgedMethods).toEqual(new Set(['POST', 'PUT', 'PATCH', 'DELETE']))
+    expect(unansweredMethods).toEqual(new Set(['POST', 'PUT', 'PATCH', 'DELETE']))
     // Each plant holds what its last acknowledged write made of it, or what an unanswered later write
-    // made of it whole; a plant whose last write was acknowledged holds exactly that write's result.
+    // made of it whole; a plant whose last write was acknowledged holds exactly that write's result, so
+    // one whose acknowledged DELETE was its last write is absent (404).
     expect(lost).toEqual([])
     if (name === 'sqlite') {
       const db = new Database(env.DATABASE_URL.slice('sqlite:'.length), { readonly: true })

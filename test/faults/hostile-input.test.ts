@@ -25,6 +25,14 @@ async function storedIds (app: FastifyInstance): Promise<string[]> {
   return [...response.body.matchAll(/"id":(-?\d+)/g)].map((match) => match[1] as string)
 }
 
+/** Every stored plant's JSON document, by id (the ids exact: read as text). */
+async function storedDocuments (app: FastifyInstance): Promise<Map<string, string>> {
+  const response = await app.inject({ method: 'GET', url: '/plants?limit=1000', headers: bearer() })
+  expect(response.statusCode).toBe(200)
+  const plants = JSON.parse(response.body.replace(/"id":(-?\d+)/g, '"id":"$1"')) as Array<{ id: string, name: string, tag?: string }>
+  return new Map(plants.map((plant) => [plant.id, JSON.stringify(plant).replace(/^\{"id":"(-?\d+)"/, '{"id":$1')]))
+}
+
 const idLike = fc.oneof(
   fc.bigInt({ min: -(2n ** 64n), max: 2n ** 64n }).map(String),
   fc.double().map(String),
@@ -40,6 +48,52 @@ const bodyText = fc.oneof(
   fc.json(),
   fc.string({ unit: 'binary', maxLength: 200 }),
   fc.constantFrom('{"__proto__":{"polluted":1},"id":1,"name":"a"}', '{"constructor":{"prototype":{"polluted":1}},"id":1,"name":"a"}')
+)
+
+/** Mostly text the field rules accept, so that updates get as far as the store. */
+const updateText = fc.oneof(
+  { weight: 2, arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).map((text) => JSON.stringify(text)) },
+  { weight: 1, arbitrary: textLike }
+)
+/** A JSON object's text with the members that are not undefined, each value given as JSON text. */
+const objectText = (members: Record<string, string | undefined>) =>
+  `{${Object.entries(members).filter(([, value]) => value !== undefined).map(([key, value]) => `"${key}":${value}`).join(',')}}`
+/** A PUT or PATCH body: an object whose members may be absent, of the wrong type, or clash with the path id; or any text. */
+const updateBody = (pathId: string) => fc.oneof(
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      id: fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 2, arbitrary: fc.constant(pathId) }, { weight: 1, arbitrary: idLike }),
+      name: fc.option(updateText, { nil: undefined }),
+      tag: fc.option(updateText, { nil: undefined }),
+      extra: fc.option(fc.json(), { nil: undefined })
+    }).map(objectText)
+  },
+  { weight: 1, arbitrary: bodyText }
+)
+/** Ids of plants the property creates first, and a few it never does (which PUT may create). */
+const pathId = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom('1', '-2', '9223372036854775807', '3', '-9223372036854775808') },
+  { weight: 1, arbitrary: idLike }
+)
+/** An If-Match or If-None-Match value: absent, the plant's current ETag, well-formed lists, or any printable text. */
+const CURRENT_ENTITY_TAG = Symbol('the current ETag')
+const preconditionValue = fc.option(fc.oneof(
+  { weight: 2, arbitrary: fc.constant(CURRENT_ENTITY_TAG) },
+  { weight: 2, arbitrary: fc.constantFrom('*', ' * ', '"x"', 'W/"x"', '"x", W/"y"', '""', ',', 'W/', '"unterminated', '*, "x"') },
+  { weight: 1, arbitrary: fc.string({ unit: 'grapheme-ascii', maxLength: 80 }) }
+), { nil: undefined, freq: 2 })
+/** The method's own media type (most often), another one, or none. */
+const THE_METHODS_MEDIA_TYPE = Symbol('the method\'s media type')
+const updateContentType = fc.oneof(
+  { weight: 4, arbitrary: fc.constant(THE_METHODS_MEDIA_TYPE) },
+  {
+    weight: 1,
+    arbitrary: fc.option(fc.constantFrom(
+      'application/json', 'application/merge-patch+json', 'application/merge-patch+json; charset=utf-8',
+      'application/merge-patch+json; charset=latin1', 'text/plain', 'application/merge-patch+jsonx'
+    ), { nil: undefined })
+  }
 )
 
 describe('Hostile input, fuzzed with fast-check', () => {
@@ -60,11 +114,57 @@ describe('Hostile input, fuzzed with fast-check', () => {
     }), FUZZ)
   })
 
+  it('PUT and PATCH with any path id, body, Content-Type, If-Match and If-None-Match: never a 5xx, only the path\'s plant changed, nothing for a refusal', async () => {
+    const app = await buildTestApp({ store: openSqliteStore(join(temporaryFolder(), 'fuzz-updates.db')) })
+    for (const [id, tag] of [['1', 'a'], ['-2', ''], ['9223372036854775807', undefined]] as const) {
+      const seeded = await app.inject({
+        method: 'PUT', url: `/plants/${id}`, headers: { ...bearer(), 'content-type': 'application/json' }, payload: JSON.stringify({ name: `seed ${id}`, tag })
+      })
+      expect(seeded.statusCode).toBe(201)
+    }
+
+    const request = fc.record({
+      method: fc.constantFrom('PUT', 'PATCH'),
+      id: pathId,
+      contentType: updateContentType,
+      ifMatch: preconditionValue,
+      ifNoneMatch: preconditionValue
+    }).chain((fields) => updateBody(fields.id).map((payload) => ({ ...fields, payload })))
+
+    await fc.assert(fc.asyncProperty(request, async ({ method, id, contentType, ifMatch, ifNoneMatch, payload }) => {
+      const url = `/plants/${encodeURIComponent(id)}`
+      const current = async () => (await app.inject({ method: 'GET', url, headers: bearer() })).headers.etag ?? '"no plant"'
+      const precondition = async (value: string | typeof CURRENT_ENTITY_TAG | undefined) => value === CURRENT_ENTITY_TAG ? current() : value
+      const headers: Record<string, string> = { ...bearer() }
+      if (contentType === THE_METHODS_MEDIA_TYPE) headers['content-type'] = method === 'PUT' ? 'application/json' : 'application/merge-patch+json'
+      else if (contentType !== undefined) headers['content-type'] = contentType
+      const ifMatchValue = await precondition(ifMatch)
+      const ifNoneMatchValue = await precondition(ifNoneMatch)
+      if (ifMatchValue !== undefined) headers['if-match'] = ifMatchValue
+      if (ifNoneMatchValue !== undefined) headers['if-none-match'] = ifNoneMatchValue
+      const before = await storedDocuments(app)
+
+      const response = await app.inject({ method, url, headers, payload })
+
+      expectEnvelopeOrSuccess(response, [200, 201, 400, 404, 412, 413, 415], method)
+      const after = await storedDocuments(app)
+      if (response.statusCode === 412) expect(ifMatchValue !== undefined || ifNoneMatchValue !== undefined).toBe(true)
+      if (response.statusCode === 200 || response.statusCode === 201) {
+        expect(after.get(id)).toBe(response.body)
+        expect(response.statusCode === 201).toBe(method === 'PUT' && !before.has(id))
+        after.delete(id)
+        before.delete(id)
+      }
+      expect(after).toEqual(before)
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+    }), FUZZ)
+  })
+
   it('paths and query strings: never a 5xx, always the Error envelope', async () => {
     const app = await buildTestApp()
     const segment = fc.oneof(fc.string({ maxLength: 30 }), fc.bigInt().map(String), fc.constantFrom('%00', '%E0%A4%A', '..', '%2F', ''))
 
-    await fc.assert(fc.asyncProperty(segment, segment, fc.constantFrom('GET', 'DELETE', 'HEAD', 'PUT', 'OPTIONS'), async (first, second, method) => {
+    await fc.assert(fc.asyncProperty(segment, segment, fc.constantFrom('GET', 'DELETE', 'HEAD', 'PUT', 'PATCH', 'OPTIONS'), async (first, second, method) => {
       const url = `/plants/${encodeURI(first)}?limit=${encodeURIComponent(second)}&after=${encodeURI(second)}`
       const response = await app.inject({ method, url, headers: bearer() })
       expectEnvelopeOrSuccess(response, [200, 204, 400, 404, 405, 414], method)

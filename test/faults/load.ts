@@ -62,14 +62,16 @@ export async function until (predicate: () => boolean, timeoutMs: number, what: 
   }
 }
 
-/** One write a lifecycle load sent for a plant, and the plant's JSON document once it took effect. */
+type WriteMethod = 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+
+/** One write a lifecycle load sent for a plant, and the plant's JSON document once it took effect (undefined: no plant). */
 export interface PlantWrite {
-  readonly method: 'POST' | 'PUT' | 'PATCH'
-  readonly document: string
+  readonly method: WriteMethod
+  readonly document: string | undefined
   readonly acknowledged: boolean
 }
 
-/** Bounded lifecycle load: `workers` loops that each create a plant, then replace and patch it, one request at a time. */
+/** Bounded lifecycle load: `workers` loops that each create a plant, then replace, patch or delete it, one request at a time. */
 export interface LifecycleLoad {
   /** Every plant's writes in the order they were sent; each was sent only after the one before it was acknowledged. */
   readonly writes: Map<number, PlantWrite[]>
@@ -79,11 +81,11 @@ export interface LifecycleLoad {
 }
 
 interface LifecycleStep {
-  readonly method: 'POST' | 'PUT' | 'PATCH'
-  readonly contentType: string
-  readonly body: (id: number) => object
-  /** The plant after this step, given the plant before it. */
-  readonly apply: (id: number, before: StoredPlant | undefined) => StoredPlant
+  readonly method: WriteMethod
+  /** The JSON body and its media type; none for a DELETE. */
+  readonly body?: { readonly contentType: string, readonly of: (id: number) => object }
+  /** The plant after this step (undefined: none), given the plant before it. */
+  readonly apply: (id: number, before: StoredPlant | undefined) => StoredPlant | undefined
 }
 
 interface StoredPlant { readonly id: number, readonly name: string, readonly tag?: string }
@@ -91,43 +93,45 @@ interface StoredPlant { readonly id: number, readonly name: string, readonly tag
 const sprout = (id: number) => '\u{1F331}'.repeat(id % 3)
 const create: LifecycleStep = {
   method: 'POST',
-  contentType: 'application/json',
-  body: (id) => ({ id, name: `load ${id} ${sprout(id)}` }),
+  body: { contentType: 'application/json', of: (id) => ({ id, name: `load ${id} ${sprout(id)}` }) },
   apply: (id) => ({ id, name: `load ${id} ${sprout(id)}` })
 }
 const replace: LifecycleStep = {
   method: 'PUT',
-  contentType: 'application/json',
-  body: (id) => ({ name: `replaced ${id} ${sprout(id + 1)}`, tag: `t${id % 7}` }),
+  body: { contentType: 'application/json', of: (id) => ({ name: `replaced ${id} ${sprout(id + 1)}`, tag: `t${id % 7}` }) },
   apply: (id) => ({ id, name: `replaced ${id} ${sprout(id + 1)}`, tag: `t${id % 7}` })
 }
 const tagPatch: LifecycleStep = {
   method: 'PATCH',
-  contentType: 'application/merge-patch+json',
-  body: (id) => ({ tag: `patched ${id}` }),
+  body: { contentType: 'application/merge-patch+json', of: (id) => ({ tag: `patched ${id}` }) },
   apply: (id, before) => ({ id, name: before?.name ?? '', tag: `patched ${id}` })
 }
 const untagPatch: LifecycleStep = {
   method: 'PATCH',
-  contentType: 'application/merge-patch+json',
-  body: () => ({ tag: null }),
+  body: { contentType: 'application/merge-patch+json', of: () => ({ tag: null }) },
   apply: (id, before) => ({ id, name: before?.name ?? '' })
 }
-/** The lives of plants, by id modulo 4: of different lengths, so that the workers' phases drift apart. */
+const remove: LifecycleStep = {
+  method: 'DELETE',
+  apply: () => undefined
+}
+/** The lives of plants, by id modulo their number: of different lengths, so that the workers' phases drift apart. */
 const LIVES: ReadonlyArray<readonly LifecycleStep[]> = [
   [create, replace, tagPatch],
-  [create, tagPatch],
+  [create, tagPatch, remove],
   [create, replace, tagPatch, untagPatch],
-  [create, replace]
+  [create, replace],
+  [create, replace, remove]
 ]
 
 /** A plant's JSON document as reads return it: keys id, name, tag, no tag key when it has none. */
-const documentOf = (plant: StoredPlant) => JSON.stringify(plant)
+const documentOf = (plant: StoredPlant | undefined) => plant === undefined ? undefined : JSON.stringify(plant)
 
 /**
  * Runs the lives of plants `firstId`, `firstId + 1`, … (at most `maxPlants`). A write that is not
- * acknowledged (a 200 with the expected body) ends its plant's life, so every write of a plant but its
- * last was acknowledged, and each write's `document` is exactly what it makes of the plant.
+ * acknowledged (a 200 with the expected body; for a DELETE a 204 without one) ends its plant's life, so
+ * every write of a plant but its last was acknowledged, and each write's `document` is exactly what it
+ * makes of the plant.
  */
 export function startLifecycleLoad (
   baseUrl: string,
@@ -141,7 +145,7 @@ export function startLifecycleLoad (
   const state = { stopped: false }
 
   /** Sends one write; true when it was acknowledged with the expected answer. */
-  const send = async (id: number, step: LifecycleStep, after: StoredPlant): Promise<boolean> => {
+  const send = async (id: number, step: LifecycleStep, after: StoredPlant | undefined): Promise<boolean> => {
     const url = step.method === 'POST' ? `${baseUrl}/plants` : `${baseUrl}/plants/${id}`
     const history = writes.get(id) ?? []
     writes.set(id, history)
@@ -150,14 +154,19 @@ export function startLifecycleLoad (
     try {
       const response = await fetch(url, {
         method: step.method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': step.contentType },
-        body: JSON.stringify(step.body(id)),
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(step.body === undefined ? {} : { 'content-type': step.body.contentType })
+        },
+        ...(step.body === undefined ? {} : { body: JSON.stringify(step.body.of(id)) }),
         signal: AbortSignal.timeout(10_000)
       })
       const text = await response.text()
-      const expectedBody = step.method === 'POST' ? JSON.stringify({ name: after.name, ...(after.tag === undefined ? {} : { tag: after.tag }) }) : document
-      acknowledged = response.status === 200 && text === expectedBody
-      if (!acknowledged && response.status !== 503) wrongAnswers.push(`${step.method} ${id}: ${response.status} ${text}, expected 200 ${expectedBody}`)
+      const expected = expectedAnswer(step.method, after)
+      acknowledged = response.status === expected.status && text === expected.body
+      if (!acknowledged && response.status !== 503) {
+        wrongAnswers.push(`${step.method} ${id}: ${response.status} ${text}, expected ${expected.status} ${expected.body}`)
+      }
     } catch {
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
@@ -187,6 +196,16 @@ export function startLifecycleLoad (
       await Promise.all(workers)
     }
   }
+}
+
+/**
+ * The answer that acknowledges a write leaving `after`: a POST answers the plant without its id, a PUT
+ * or a PATCH its document, a DELETE (which leaves no plant) a 204 without a body.
+ */
+function expectedAnswer (method: WriteMethod, after: StoredPlant | undefined): { status: number, body: string } {
+  if (after === undefined) return { status: 204, body: '' }
+  if (method === 'POST') return { status: 200, body: JSON.stringify({ name: after.name, ...(after.tag === undefined ? {} : { tag: after.tag }) }) }
+  return { status: 200, body: JSON.stringify(after) }
 }
 
 /**
