@@ -11,6 +11,7 @@ export type ParsedQuery = Record<string, string | string[]> & { [MALFORMED_PARAM
  */
 export function parseQueryString (text: string): ParsedQuery {
   const query: ParsedQuery = Object.create(null)
+  if (text.length === 0) return query
   for (const pair of text.split('&')) {
     if (pair === '') continue
     const separator = pair.indexOf('=')
