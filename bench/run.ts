@@ -459,14 +459,19 @@ const UPDATES_TARGET = 'sqlite-updates'
 const UPDATE_LOADS: ReadonlyArray<readonly [Load, Load]> = [['post', 'post'], ['put', 'post'], ['patch', 'post'], ['list', 'list'], ['list-tag', 'list']]
 /** The issue's bound: PUT and PATCH within 10 % of POST, a page of one tag within 10 % of an unfiltered page. */
 const UPDATE_TOLERANCE = 0.1
+/** The order of a round: each load next to the one it is compared with. */
+const UPDATE_ORDER: readonly Load[] = ['put', 'post', 'patch', 'list', 'list-tag']
+/** More rounds than the other parts, and shorter: each ratio is a median of per-round ratios. */
+const updateRounds = quick ? 1 : 9
 
 /**
  * Do changes cost what creates cost, and a filtered page what a page costs? One SQLite service, its
  * 2000 preloaded plants a quarter each of four tags. POST creates new plants; PUT replaces and PATCH
  * renames the preloaded ones, in turn, so no two requests in flight name the same plant (group commit
  * would give them batches of their own); `list` is the first page of 100 plants, `list-tag` the first
- * page of the 100 plants with one tag, read through its index. Interleaved rounds, the order reversed
- * every other round.
+ * page of the 100 plants with one tag, read through its index. Interleaved rounds, each load next to the
+ * one it is compared with, the order reversed every other round; each ratio is the median of the
+ * rounds' own ratios, which drift between rounds does not move.
  */
 async function compareUpdates (): Promise<Row[]> {
   const service = await startService(UPDATES_TARGET, `sqlite:${join(workFolder, 'updates.db')}`)
@@ -475,8 +480,8 @@ async function compareUpdates (): Promise<Row[]> {
   for (const [load] of UPDATE_LOADS) await measure(service, load, 1)
 
   const samples = new Map<string, Sample[]>()
-  for (let round = 1; round <= rounds; round++) {
-    const loads = UPDATE_LOADS.map(([load]) => load)
+  for (let round = 1; round <= updateRounds; round++) {
+    const loads = [...UPDATE_ORDER]
     for (const load of round % 2 === 1 ? loads : loads.reverse()) {
       const sample = await measure(service, load, durationSeconds)
       const key = `${UPDATES_TARGET}/${load}`
@@ -486,18 +491,19 @@ async function compareUpdates (): Promise<Row[]> {
   }
   await stop(service)
 
-  const rows = UPDATE_LOADS.map(([load, reference]) => {
-    const summary = summarize(samples.get(`${UPDATES_TARGET}/${load}`) ?? [], 1)
-    const referenceSummary = summarize(samples.get(`${UPDATES_TARGET}/${reference}`) ?? [], 1)
-    return {
-      target: UPDATES_TARGET,
-      load,
-      ...summary,
-      ratio: Number((summary.rps / referenceSummary.rps).toFixed(3)),
-      cpuRatio: Number((summary.serverCpuUs / referenceSummary.serverCpuUs).toFixed(3)),
-      against: `${UPDATES_TARGET}/${reference}`
-    }
-  })
+  // Ratios are medians of each round's own ratio: the two loads of a ratio run next to each other in
+  // every round, so a machine that speeds up or slows down between rounds moves both alike.
+  const pairedRatio = (load: Load, reference: Load, measure: 'rps' | 'serverCpuUs') => median(
+    (samples.get(`${UPDATES_TARGET}/${load}`) ?? []).map((sample, index) =>
+      sample[measure] / (samples.get(`${UPDATES_TARGET}/${reference}`)?.[index]?.[measure] ?? NaN)))
+  const rows = UPDATE_LOADS.map(([load, reference]) => ({
+    target: UPDATES_TARGET,
+    load,
+    ...summarize(samples.get(`${UPDATES_TARGET}/${load}`) ?? [], 1),
+    ratio: Number(pairedRatio(load, reference, 'rps').toFixed(3)),
+    cpuRatio: Number(pairedRatio(load, reference, 'serverCpuUs').toFixed(3)),
+    against: `${UPDATES_TARGET}/${reference}`
+  }))
   printUpdatesTable(rows, samples)
   return rows
 }
@@ -527,8 +533,8 @@ function printUpdatesTable (rows: Row[], samples: Map<string, Sample[]>): void {
   })
   const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
   const format = (cells: string[]) => cells.map((cell, column) => column < 2 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)).join('  ')
-  process.stdout.write(`\nSQLite, one service: changes ÷ creates, a page of one tag ÷ a page of all; medians of ${rounds} ` +
-    `round${rounds === 1 ? '' : 's'} of ${durationSeconds} s\n${format(header)}\n${lines.map(format).join('\n')}\n`)
+  process.stdout.write(`\nSQLite, one service: changes ÷ creates, a page of one tag ÷ a page of all; medians of ${updateRounds} ` +
+    `round${updateRounds === 1 ? '' : 's'} of ${durationSeconds} s, ratios the medians of each round's ratio\n${format(header)}\n${lines.map(format).join('\n')}\n`)
 }
 
 const partOf = (row: { against?: string }): Part =>

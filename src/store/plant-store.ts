@@ -137,6 +137,12 @@ export function plantJson (id: bigint | string, name: string, tag: string | null
     : `{"id":${id},"name":${jsonString(name)},"tag":${jsonString(tag)}}`
 }
 
+/** `plantJson` for the plants of one tag: the tag's part of their documents is made once. */
+export function plantJsonOfTag (tag: string): (id: bigint | string, name: string) => PlantJson {
+  const end = `,"tag":${jsonString(tag)}}`
+  return (id, name) => `{"id":${id},"name":${jsonString(name)}${end}`
+}
+
 /**
  * The page of `limit` plants out of `documents`, which holds the page's documents and, when more plants
  * follow, one more (read to find that out); `idOf(index)` is the id of a document.

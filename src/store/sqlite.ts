@@ -10,7 +10,7 @@ import { ReadBatch } from './read-batch.js'
 import { scopesOfText, scopesText } from '../auth/scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
 import {
-  outcomeOfMeeting, pageOf, plantJson, recordOfRow, StoreOpenError, StoreUnavailableError, type PlantJson, type PlantStore
+  outcomeOfMeeting, pageOf, plantJson, plantJsonOfTag, recordOfRow, StoreOpenError, StoreUnavailableError, type PlantJson, type PlantStore
 } from './plant-store.js'
 
 export interface SqliteOptions {
@@ -45,9 +45,10 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     `SELECT ${PACKED_PLANT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
   const listFirst = packedRows(db.prepare<[number]>(`SELECT ${PACKED_PLANT} FROM plants ORDER BY id LIMIT ?`))
   const listAfter = packedRows(db.prepare<[bigint, number]>(`SELECT ${PACKED_PLANT} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
-  const listTagFirst = packedRows(db.prepare<[string, number]>(`SELECT ${PACKED_PLANT} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
+  // A tag's page leaves the tag out of its rows: it is the one asked for.
+  const listTagFirst = packedRows(db.prepare<[string, number]>(`SELECT ${PACKED_ID_AND_NAME} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
   const listTagAfter = packedRows(db.prepare<[string, bigint, number]>(
-    `SELECT ${PACKED_PLANT} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
+    `SELECT ${PACKED_ID_AND_NAME} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
   // Reads a page of the plants table, so a missing or unreadable file fails readiness.
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
 
@@ -85,9 +86,17 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       return reads.read(id)
     },
     async list ({ after, limit, tag }) {
-      const packed = unlessTransient(() => tag === undefined
-        ? (after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
-        : (after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1)))
+      if (tag !== undefined) {
+        const packed = unlessTransient(() => after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1))
+        const plantOfTag = plantJsonOfTag(tag)
+        const plants = packed.map((row) => {
+          const idEnd = row.indexOf('\0')
+          const id = row.slice(0, idEnd)
+          return { id, json: plantOfTag(id, row.slice(idEnd + 1)) }
+        })
+        return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
+      }
+      const packed = unlessTransient(() => after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
       const plants = packed.map(unpack)
       return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
     },
@@ -197,6 +206,7 @@ function tokenOfRow (row: TokenRow): AccessTokenRecord {
  * three values take (docs/benchmarks.md). No name or tag holds U+0000 (the field rules refuse it).
  */
 const PACKED_PLANT = "id || char(0) || name || CASE WHEN tag IS NULL THEN '' ELSE char(0) || tag END"
+const PACKED_ID_AND_NAME = 'id || char(0) || name'
 
 function packedRows<P extends unknown[]> (statement: Statement<P>): Statement<P, string> {
   return statement.pluck(true) as unknown as Statement<P, string>
