@@ -52,6 +52,6 @@ export function decideChange (change: ChangeOperation, current: PlantRecord | un
   }
 }
 
-export function patched (plant: PlantRecord, patch: PlantPatch): PlantRecord {
+function patched (plant: PlantRecord, patch: PlantPatch): PlantRecord {
   return plantRecord(plant.id, patch.name ?? plant.name, patch.tag === undefined ? plant.tag : patch.tag)
 }
