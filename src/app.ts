@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { AccessTokenRegistry } from './auth/token-registry.js'
-import type { Config } from './config.js'
+import { DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './config.js'
 import { shuttingDown } from './errors.js'
 import { adminRoutes } from './http/admin.js'
 import { docsRoutes, openApiDocument } from './http/docs.js'
@@ -20,6 +20,8 @@ import { turnBatchedHandlers } from './http/turn-batched-handlers.js'
 import { validation } from './http/validation.js'
 import type { PlantStore } from './store/plant-store.js'
 import { SERVICE_VERSION } from './version.js'
+import { WebhookDispatcher } from './webhooks/dispatcher.js'
+import { SecretBox } from './webhooks/secrets.js'
 
 export interface ServerTimeouts {
   /** A client has this long to send its request headers: slow-header clients cannot hold sockets for long. */
@@ -33,7 +35,14 @@ export interface ServerTimeouts {
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests'>> & { readonly timeouts?: ServerTimeouts }
+  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests'>> & {
+    readonly timeouts?: ServerTimeouts
+    /** DEFAULT_WEBHOOK_CONFIG when absent; `pollMs` is how often an idle dispatcher looks for due events. */
+    readonly webhooks?: WebhookConfig & { readonly pollMs?: number }
+  }
+
+/** An idle dispatcher looks this often, so an event's first attempt follows its commit within 2 s on any instance. */
+const WEBHOOK_POLL_MS = 500
 
 export interface AppDependencies {
   readonly store: PlantStore
@@ -110,7 +119,12 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     if (closing) reply.header('connection', 'close')
     done(null, payload)
   })
+  const webhookConfig = config.webhooks ?? DEFAULT_WEBHOOK_CONFIG
+  const secrets = new SecretBox(webhookConfig.secretsKey)
+  const dispatcher = new WebhookDispatcher(store.webhooks, secrets, { pollMs: WEBHOOK_POLL_MS, ...webhookConfig }, app.log,
+    `plantstore/${SERVICE_VERSION} (webhooks)`)
   app.addHook('onClose', async () => {
+    await dispatcher.stop()
     await accessTokens.stopWatching()
     await store.close()
   })
@@ -124,8 +138,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
   await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
-  await app.register(adminRoutes, { prefix: '/admin', accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
+  await app.register(adminRoutes, {
+    prefix: '/admin',
+    accessTokens,
+    rateLimitPerMinute: config.rateLimitPerMinute ?? 0,
+    webhooks: { webhooks: store.webhooks, secrets, allowPrivateNetworks: webhookConfig.allowPrivateNetworks }
+  })
 
   await app.ready()
+  dispatcher.start()
   return app
 }

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { parseTokenList, type ConfiguredToken } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
+import { secretsKeyOf } from './webhooks/secrets.js'
 
 /**
  * Configuration comes from environment variables only, and this is the only module that reads them.
@@ -32,7 +33,31 @@ export interface Config {
   readonly maxInFlightRequests: number
   /** Human-readable logs (pino-pretty) when standard output is a terminal; JSON lines otherwise. */
   readonly prettyLogs: boolean
+  readonly webhooks: WebhookConfig
 }
+
+export interface WebhookConfig {
+  /** Whether webhook URLs may reach loopback, private and link-local addresses. */
+  readonly allowPrivateNetworks: boolean
+  /** The AES-256 key that seals signing secrets at rest; absent: they are stored as they are. */
+  readonly secretsKey: Buffer | undefined
+  readonly concurrency: number
+  readonly firstRetryMs: number
+  readonly maxRetryMs: number
+  readonly retryForMs: number
+  readonly leaseMs: number
+}
+
+/** The webhook settings when no variable is set. */
+export const DEFAULT_WEBHOOK_CONFIG: WebhookConfig = Object.freeze({
+  allowPrivateNetworks: false,
+  secretsKey: undefined,
+  concurrency: 16,
+  firstRetryMs: 5000,
+  maxRetryMs: 3600_000,
+  retryForMs: 24 * 3600_000,
+  leaseMs: 30_000
+})
 
 export class ConfigError extends Error {
   constructor (readonly variable: string, rule: string) {
@@ -89,7 +114,17 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     rateLimitPerMinute: read(() => integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000), 0),
     maxEventLoopDelayMs: read(() => integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000), 0),
     maxInFlightRequests: read(() => integerVariable(env, 'SHED_IN_FLIGHT_REQUESTS', 512, 0, 1_000_000), 0),
-    prettyLogs: stdoutIsTty
+    prettyLogs: stdoutIsTty,
+    webhooks: Object.freeze({
+      allowPrivateNetworks: read(() => booleanVariable(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false), false),
+      secretsKey: read(() => secretsKeyVariable(env), undefined),
+      concurrency: read(() => integerVariable(env, 'WEBHOOK_CONCURRENCY', DEFAULT_WEBHOOK_CONFIG.concurrency, 1, 1024), 0),
+      firstRetryMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_FIRST_MS', DEFAULT_WEBHOOK_CONFIG.firstRetryMs, 100, 3600_000), 0),
+      maxRetryMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_MAX_MS', DEFAULT_WEBHOOK_CONFIG.maxRetryMs, 100, 24 * 3600_000), 0),
+      retryForMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_FOR_MS', DEFAULT_WEBHOOK_CONFIG.retryForMs, 1000, 30 * 24 * 3600_000), 0),
+      // Longer than a delivery may take (10 s), so a lease never runs out while its attempt is under way.
+      leaseMs: read(() => integerVariable(env, 'WEBHOOK_LEASE_MS', DEFAULT_WEBHOOK_CONFIG.leaseMs, 11_000, 3600_000), 0)
+    })
   })
   if (errors.length > 0) throw new InvalidConfigError(errors)
   return config
@@ -129,6 +164,25 @@ function integerVariable (env: Env, name: string, fallback: number, min: number,
     throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`)
   }
   return value
+}
+
+function booleanVariable (env: Env, name: string, fallback: boolean): boolean {
+  const text = valueOf(env, name)
+  if (text === undefined) return fallback
+  if (text === 'true' || text === 'false') return text === 'true'
+  throw new ConfigError(name, `must be "true" or "false", got ${JSON.stringify(text)}`)
+}
+
+/** `WEBHOOK_SECRETS_KEY` (or its file): 32 random bytes as 64 hexadecimal digits or base64. Never echoed. */
+function secretsKeyVariable (env: Env): Buffer | undefined {
+  const text = secretOf(env, 'WEBHOOK_SECRETS_KEY')
+  if (text === undefined) return undefined
+  const key = secretsKeyOf(text)
+  if (key === undefined) {
+    throw new ConfigError(valueOf(env, 'WEBHOOK_SECRETS_KEY_FILE') === undefined ? 'WEBHOOK_SECRETS_KEY' : 'WEBHOOK_SECRETS_KEY_FILE',
+      'must hold 32 bytes as 64 hexadecimal digits or as base64 (openssl rand -base64 32)')
+  }
+  return key
 }
 
 function hostVariable (env: Env): string {

@@ -82,6 +82,9 @@ export const environmentTokenNotRevocable = (name: string) =>
     `the access token "${name}" comes from the environment and cannot be revoked over HTTP: remove it from ` +
     'the token file and send SIGHUP, or from PLANTSTORE_TOKENS and restart')
 
+export const webhookNotFound = (id: string) =>
+  new PlantstoreError(404, `no webhook subscription has id ${JSON.stringify(id)}`)
+
 export const requestTimeout = () =>
   new PlantstoreError(408, 'the request was not received in time')
 

@@ -3,7 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { AccessTokenRegistry, TokenNameClashError } from './auth/token-registry.js'
 import { InvalidConfigError, loadConfig, loadConfiguredTokens, loadDotEnvFile } from './config.js'
-import { StoreOpenError, StoreUnavailableError } from './store/plant-store.js'
+import { StoreOpenError, StoreUnavailableError, type PlantStore } from './store/plant-store.js'
+import { SecretBox, storedSecretsProblem } from './webhooks/secrets.js'
 import { openStore } from './store/open-store.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
@@ -18,6 +19,7 @@ async function main (): Promise<void> {
   loadDotEnvFile()
   const config = loadConfig()
   const store = await openStore(config.databaseUrl, config.database)
+  await checkWebhookSecrets(store, config.webhooks.secretsKey)
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
   const { initialAdminToken } = await loadAccessTokens(accessTokens)
   accessTokens.replaceEnvironment(config.tokens)
@@ -41,6 +43,23 @@ async function main (): Promise<void> {
     throw error
   }
   if (initialAdminToken !== undefined) announceInitialAdminToken(initialAdminToken, address)
+}
+
+/** Stops the start when WEBHOOK_SECRETS_KEY cannot open the stored signing secrets (when the store answers now). */
+async function checkWebhookSecrets (store: PlantStore, key: Buffer | undefined): Promise<void> {
+  let stored
+  try {
+    stored = await store.webhooks.storedSecrets()
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) return
+    throw error
+  }
+  const { problem, unsealed } = storedSecretsProblem(stored, new SecretBox(key))
+  if (problem !== undefined) throw new StoreOpenError(problem)
+  if (key !== undefined && unsealed > 0) {
+    process.stderr.write(`plantstore: ${unsealed} webhook signing secret(s) were stored before WEBHOOK_SECRETS_KEY was set and ` +
+      'stay readable in the database; delete and recreate those subscriptions to seal their secrets\n')
+  }
 }
 
 /**

@@ -12,11 +12,13 @@ import {
 } from '../schemas.js'
 import { bearerSecurity } from './docs.js'
 import { answerUnmatched } from './method-not-allowed.js'
+import { webhookRoutes, type WebhookRoutesOptions } from './webhooks.js'
 import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface AdminRoutesOptions {
   readonly accessTokens: AccessTokenRegistry
   readonly rateLimitPerMinute: number
+  readonly webhooks: WebhookRoutesOptions
 }
 
 const ADMIN_SECURITY = bearerSecurity('admin')
@@ -30,6 +32,7 @@ export async function adminRoutes (app: FastifyInstance, options: AdminRoutesOpt
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   await app.register(accessTokenRoutes, { prefix: '/tokens', accessTokens: options.accessTokens })
+  await app.register(webhookRoutes, { prefix: '/webhooks', ...options.webhooks })
 }
 
 /** `/admin/tokens`: access tokens as data (API.md, "Access tokens"). */

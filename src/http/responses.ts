@@ -20,6 +20,7 @@ export const errorResponses = {
     'matches it (`*`: the plant exists); nothing changed. Read the plant again for its current ETag.'),
   tokenNotFound: errorResponse('No access token has this id.'),
   tokenNameTaken: errorResponse('A live access token (neither revoked nor expired) already has this name; nothing was created.'),
+  webhookNotFound: errorResponse('No webhook subscription has this id.'),
   tokenNotRevocable: errorResponse('The token comes from PLANTSTORE_TOKENS, so it cannot be revoked over HTTP; nothing changed.'),
   429: errorResponse('This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set).', {
     'Retry-After': { type: 'string', description: 'Seconds until the token may send again' }

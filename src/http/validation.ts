@@ -6,6 +6,7 @@ import fp from 'fastify-plugin'
 import { SCOPES } from '../auth/scopes.js'
 import { TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { invalidRequest } from '../errors.js'
+import { WEBHOOK_EVENT_TYPES } from '../store/webhook-store.js'
 import { MALFORMED_PARAMETERS, type ParsedQuery } from './query-string.js'
 import { INT64_MAX, INT64_MIN, plantTextViolation, sharedSchemas, type IntegerTextRule, type PlantTextRule } from '../schemas.js'
 
@@ -61,6 +62,10 @@ function describe (error: ValueError, part: string): string {
       return `${subject} ${TOKEN_NAME_RULE}`
     case 'TokenId':
       return `${subject} is not an access token id`
+    case 'WebhookEvent':
+      return `${subject} must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}`
+    case 'WebhookId':
+      return `${subject} is not a webhook subscription id`
     case 'Int64':
       return `${subject} must be an integer from -9223372036854775808 to 9223372036854775807`
     case 'IntegerText': {

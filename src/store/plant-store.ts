@@ -6,6 +6,7 @@
  */
 import { jsonString } from '../json-text.js'
 import type { AccessTokenStore } from './access-token-store.js'
+import type { WebhookStore } from './webhook-store.js'
 
 export interface PlantRecord {
   readonly id: bigint
@@ -98,6 +99,8 @@ export interface PlantStore {
   delete (id: bigint, expected?: Expectation): Promise<DeleteOutcome>
   /** The access tokens kept in this store. */
   readonly tokens: AccessTokenStore
+  /** Webhook subscriptions and the outbox the writes above fill. */
+  readonly webhooks: WebhookStore
   /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
   ping (): Promise<void>
   /** Finishes pending work and releases the database. */

@@ -7,6 +7,11 @@ import { postgresMigrations } from './migrations/postgres.js'
 import { scopesOfText, scopesText } from '../auth/scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
 import {
+  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, deletedPlantBody, newEventId, OUTBOX_COLUMNS, SUBSCRIPTION_COLUMNS,
+  SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type OutboxRow, type SettledAttempt,
+  type SubscriptionRow, type SubscriptionStatusRow, type WebhookEventType, type WebhookStore
+} from './webhook-store.js'
+import {
   outcomeOfMeeting, pageOf, plantJson, recordOfRow, samePlant, StoreUnavailableError,
   type PlantJson, type PlantRecord, type PlantRow, type PlantStore
 } from './plant-store.js'
@@ -56,6 +61,14 @@ const UPDATE_PLANTS = {
          WHERE plants.id = changed.id`
 }
 const DELETE_PLANTS = { name: 'plantstore-delete-plants', text: 'DELETE FROM plants WHERE id = ANY($1::bigint[])' }
+const INSERT_OUTBOX = {
+  name: 'plantstore-insert-outbox',
+  text: `INSERT INTO webhook_outbox (subscription_id, event_id, event_type, plant_id, body, created_at, next_attempt_at)
+         SELECT s.id, e.event_id, e.event_type, e.plant_id, e.body, $5, $5
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS e (event_id, event_type, plant_id, body, n)
+         JOIN webhook_subscriptions s ON s.disabled_at IS NULL AND position(' ' || e.event_type || ' ' in ' ' || s.events || ' ') > 0
+         ORDER BY e.n, s.id`
+}
 const MAX_BATCH_SIZE = 500
 /** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): the whole batch may simply run again. */
 const RETRYABLE_SQLSTATE = /^40(001|P01)$/
@@ -214,6 +227,14 @@ export async function openPostgresStore (connectionString: string, options: Post
       return pageOf(rows.map(([id, name, tag]) => plantJson(id, name, tag)), limit, (index) => BigInt(rows[index]?.[0] ?? ''))
     },
     tokens: postgresTokenStore(query, tokenTransaction, tokenChanges),
+    webhooks: postgresWebhookStore(query, async (work) => {
+      await ensureSchema()
+      try {
+        return await inTransaction(pool, work)
+      } catch (error) {
+        throw asStoreError(error)
+      }
+    }),
     async ping () {
       try {
         await query({ text: 'SELECT 1' })
@@ -303,6 +324,143 @@ function postgresTokenStore (query: Query, transaction: Transaction, changes: To
       return changes.add(listener)
     }
   }
+}
+
+const CLAIM_OUTBOX = {
+  name: 'plantstore-claim-outbox',
+  text: `WITH due AS (
+           SELECT o.id FROM webhook_outbox o
+           WHERE o.failed_at IS NULL AND o.next_attempt_at <= $1 AND o.lease_until <= $1
+             AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = o.subscription_id AND s.disabled_at IS NULL)
+             AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
+                             AND e.id < o.id AND e.failed_at IS NULL)
+           ORDER BY o.next_attempt_at, o.id LIMIT $2
+           FOR UPDATE OF o SKIP LOCKED)
+         UPDATE webhook_outbox o SET lease_until = $3, lease_owner = $4
+         FROM due, webhook_subscriptions s
+         WHERE o.id = due.id AND s.id = o.subscription_id
+         RETURNING ${OUTBOX_COLUMNS.split(', ').map((column) => `o.${column}`).join(', ')}, s.url, s.secret`
+}
+const RECORD_ATTEMPTS = {
+  name: 'plantstore-record-attempts',
+  text: `INSERT INTO webhook_attempts (subscription_id, event_id, event_type, attempt, status_code, error, at)
+         SELECT a.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::bigint[])
+           AS a (subscription_id, event_id, event_type, attempt, status_code, error, at)
+         WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = a.subscription_id)`
+}
+const SETTLE_DELIVERED = {
+  name: 'plantstore-settle-delivered',
+  text: `WITH done AS (DELETE FROM webhook_outbox WHERE id = ANY($1::bigint[]) AND lease_owner = $2 RETURNING subscription_id)
+         UPDATE webhook_subscriptions s SET delivered = s.delivered + counted.n
+         FROM (SELECT subscription_id, count(*) AS n FROM done GROUP BY subscription_id) counted
+         WHERE s.id = counted.subscription_id`
+}
+
+type Transact = <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>
+
+/** Webhook subscriptions and their outbox. Several instances share the outbox: see `claim`. */
+function postgresWebhookStore (query: Query, transaction: Transact): WebhookStore {
+  return {
+    async createSubscription (subscription) {
+      await query({
+        text: 'INSERT INTO webhook_subscriptions (id, url, events, secret, created_at) VALUES ($1, $2, $3, $4, $5)',
+        values: [subscription.id, subscription.url, subscription.events.join(' '), subscription.storedSecret, subscription.createdAt]
+      })
+    },
+    async listSubscriptions () {
+      const { rows } = await query<SubscriptionRow>({ text: `SELECT ${SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY created_at DESC, id DESC` })
+      return rows.map(subscriptionOfRow)
+    },
+    async getSubscription (id) {
+      const { rows } = await query<SubscriptionStatusRow & { pending: bigint }>({
+        text: `SELECT ${SUBSCRIPTION_STATUS_COLUMNS},
+                 (SELECT count(*) FROM webhook_outbox o WHERE o.subscription_id = s.id AND o.failed_at IS NULL) AS pending
+               FROM webhook_subscriptions s WHERE id = $1`,
+        values: [id]
+      })
+      const row = rows[0]
+      return row === undefined ? undefined : subscriptionStatusOfRow(row, row.pending)
+    },
+    deleteSubscription (id) {
+      return transaction(async (client) => {
+        await client.query('DELETE FROM webhook_outbox WHERE subscription_id = $1', [id])
+        await client.query('DELETE FROM webhook_attempts WHERE subscription_id = $1', [id])
+        const { rowCount } = await client.query('DELETE FROM webhook_subscriptions WHERE id = $1', [id])
+        return rowCount === 1
+      })
+    },
+    async listAttempts (subscriptionId, { after, limit }) {
+      const { rows } = await query<AttemptRow>(after === undefined
+        ? { text: `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = $1 ORDER BY id DESC LIMIT $2`, values: [subscriptionId, limit + 1] }
+        : { text: `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, values: [subscriptionId, after.toString(), limit + 1] })
+      return attemptPageOf(rows, limit)
+    },
+    async claim ({ owner, now, leaseMs, limit }) {
+      const { rows } = await query<OutboxRow & { url: string, secret: string }>({ ...CLAIM_OUTBOX, values: [now, limit, now + leaseMs, owner] })
+      return claimedDeliveries(rows, new Map(rows.map((row) => [row.subscription_id, row])))
+    },
+    async settle (owner, attempts) {
+      if (attempts.length === 0) return
+      await transaction(async (client) => {
+        await client.query({
+          ...RECORD_ATTEMPTS,
+          values: [
+            attempts.map((attempt) => attempt.delivery.subscriptionId),
+            attempts.map((attempt) => attempt.delivery.eventId),
+            attempts.map((attempt) => attempt.delivery.type),
+            attempts.map((attempt) => attempt.delivery.attempts + 1),
+            attempts.map((attempt) => attempt.statusCode ?? null),
+            attempts.map((attempt) => attempt.error ?? null),
+            attempts.map((attempt) => attempt.at)
+          ]
+        })
+        const delivered = attempts.filter((attempt) => attempt.result === 'delivered').map((attempt) => attempt.delivery.id.toString())
+        if (delivered.length > 0) await client.query({ ...SETTLE_DELIVERED, values: [delivered, owner] })
+        for (const attempt of attempts) if (attempt.result !== 'delivered') await settleUndelivered(client, owner, attempt)
+      })
+    },
+    async backlog () {
+      const { rows } = await query<{ count: bigint }>({ text: 'SELECT count(*) FROM webhook_outbox WHERE failed_at IS NULL' })
+      return Number(rows[0]?.count ?? 0)
+    },
+    async pruneAttempts (before) {
+      const { rowCount } = await query({ text: 'DELETE FROM webhook_attempts WHERE at < $1', values: [before] })
+      return rowCount ?? 0
+    },
+    async storedSecrets () {
+      const { rows } = await query<{ id: string, secret: string }>({ text: 'SELECT id, secret FROM webhook_subscriptions' })
+      return rows.map((row) => ({ id: row.id, storedSecret: row.secret }))
+    }
+  }
+}
+
+/** A retry, a failure or a 410 of one outbox row, unless its lease went to another instance meanwhile. */
+async function settleUndelivered (client: pg.PoolClient, owner: string, attempt: SettledAttempt): Promise<void> {
+  const { delivery, at } = attempt
+  const message = attempt.error ?? `HTTP ${attempt.statusCode}`
+  if (attempt.result === 'retry') {
+    const { rowCount } = await client.query(
+      'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1, lease_until = 0, lease_owner = NULL WHERE id = $2 AND lease_owner = $3',
+      [attempt.nextAttemptAt, delivery.id.toString(), owner])
+    if (rowCount === 1) await client.query('UPDATE webhook_subscriptions SET last_error = $1, last_error_at = $2 WHERE id = $3', [message, at, delivery.subscriptionId])
+    return
+  }
+  const { rowCount } = await client.query(
+    'UPDATE webhook_outbox SET attempts = attempts + 1, failed_at = $1, lease_until = 0, lease_owner = NULL WHERE id = $2 AND lease_owner = $3',
+    [at, delivery.id.toString(), owner])
+  if (rowCount !== 1) return
+  let failures = 1
+  if (attempt.result === 'gone') {
+    const disabled = await client.query(
+      'UPDATE webhook_subscriptions SET disabled_at = $1, disabled_reason = $2 WHERE id = $3 AND disabled_at IS NULL',
+      [at, 'the receiver answered 410 Gone', delivery.subscriptionId])
+    if (disabled.rowCount === 1) {
+      const dropped = await client.query('UPDATE webhook_outbox SET failed_at = $1 WHERE subscription_id = $2 AND failed_at IS NULL', [at, delivery.subscriptionId])
+      failures += dropped.rowCount ?? 0
+    }
+  }
+  await client.query('UPDATE webhook_subscriptions SET last_error = $1, last_error_at = $2, failed = failed + $3 WHERE id = $4',
+    [message, at, failures, delivery.subscriptionId])
 }
 
 /** Advances the revision and notifies listening instances; both take effect when the transaction commits. */
@@ -429,10 +587,35 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
   await settleCreates(client, creates, firstCreateById, inserted, results)
   if (decided.toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(decided.toUpdate) })
   if (decided.toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [decided.toDelete.map(String)] })
+  await recordEvents(client, [
+    ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+    ...decided.toInsert.filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+    ...decided.toUpdate.map((plant) => plantEvent('plant.updated', plant)),
+    ...decided.toDelete.map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) }))
+  ])
   return operations.map((operation) => {
     const result = results.get(operation)
     if (result === undefined) throw new Error('a write batch left an operation without a result')
     return result
+  })
+}
+
+interface PlantEvent { readonly type: WebhookEventType, readonly plantId: bigint, readonly body: string }
+
+function plantEvent (type: WebhookEventType, plant: PlantRecord): PlantEvent {
+  return { type, plantId: plant.id, body: plantJson(plant.id, plant.name, plant.tag) }
+}
+
+/**
+ * The outbox half of the transactional outbox: one row per event and enabled subscription that wants
+ * it, in the batch's transaction, so the events commit exactly when their writes do. One statement.
+ */
+async function recordEvents (client: pg.PoolClient, events: readonly PlantEvent[]): Promise<void> {
+  if (events.length === 0) return
+  const now = Date.now()
+  await client.query({
+    ...INSERT_OUTBOX,
+    values: [events.map(newEventId), events.map((event) => event.type), events.map((event) => event.plantId.toString()), events.map((event) => event.body), now]
   })
 }
 

@@ -3,12 +3,17 @@ import { dirname } from 'node:path'
 import Database, { SqliteError, type SqliteDatabase, type Statement } from './sqlite-driver.js'
 import { GroupCommit, groupCommittedWrites } from './group-commit.js'
 import { decideChange, type WriteOperation, type WriteOutcome } from './write-operations.js'
-import { SqliteWriteError, SqliteWriter, type WriteEffect } from './sqlite-writer.js'
+import { SqliteWriteError, SqliteWriter, type WebhookCommand, type WriteEffect } from './sqlite-writer.js'
 import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
 import { sqliteMigrations } from './migrations/sqlite.js'
 import { ReadBatch } from './read-batch.js'
 import { scopesOfText, scopesText } from '../auth/scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
+import {
+  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
+  subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type OutboxRow, type SubscriptionRow, type SubscriptionStatusRow,
+  type WebhookStore
+} from './webhook-store.js'
 import {
   outcomeOfMeeting, pageOf, plantJson, plantJsonOfTag, recordOfRow, StoreOpenError, StoreUnavailableError, type PlantJson, type PlantStore
 } from './plant-store.js'
@@ -58,11 +63,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     try {
       effects = await writer.write(operations)
     } catch (error) {
-      const code = error instanceof SqliteWriteError ? error.code : undefined
-      if (code !== undefined && (TRANSIENT_CODES.test(code) || code === 'SQLITE_WRITER_EXITED')) {
-        throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
-      }
-      throw error
+      throw asUnavailable(error)
     }
     return operations.map((operation, index) => outcomeOf(operation, effects[index]))
   }
@@ -101,6 +102,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
     },
     tokens: sqliteTokenStore(db),
+    webhooks: sqliteWebhookStore(db, writer),
     async ping () {
       try {
         probe.get()
@@ -189,6 +191,75 @@ function sqliteTokenStore (db: SqliteDatabase): AccessTokenStore {
   }
 }
 
+/**
+ * Webhook subscriptions and their outbox: read on this thread's connection, written by the writer
+ * thread (its webhook commands), so that neither the dispatcher nor an admin request holds the event
+ * loop while another connection has the database locked.
+ */
+function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookStore {
+  const selectAll = db.prepare<[], SubscriptionRow>(`SELECT ${SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY created_at DESC, id DESC`)
+  const selectOne = db.prepare<[string], SubscriptionStatusRow>(`SELECT ${SUBSCRIPTION_STATUS_COLUMNS} FROM webhook_subscriptions WHERE id = ?`)
+  const countPending = db.prepare<[string], bigint>(
+    'SELECT count(*) FROM webhook_outbox WHERE subscription_id = ? AND failed_at IS NULL').pluck(true)
+  const attemptsFirst = db.prepare<[string, number], AttemptRow>(
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? ORDER BY id DESC LIMIT ?`)
+  const attemptsAfter = db.prepare<[string, bigint, number], AttemptRow>(
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? AND id < ? ORDER BY id DESC LIMIT ?`)
+  const secrets = db.prepare<[], { id: string, url: string, secret: string }>('SELECT id, url, secret FROM webhook_subscriptions')
+  // Spares the writer thread a transaction when nothing is due, which is most of the dispatcher's polls.
+  const anyDue = db.prepare<[bigint, bigint], number>(
+    'SELECT 1 FROM webhook_outbox WHERE failed_at IS NULL AND next_attempt_at <= ? AND lease_until <= ? LIMIT 1').pluck(true)
+  const countBacklog = db.prepare<[], bigint>('SELECT count(*) FROM webhook_outbox WHERE failed_at IS NULL').pluck(true)
+  const command = async (name: WebhookCommand, argument: unknown): Promise<unknown> => {
+    try {
+      return await writer.webhookCommand(name, argument)
+    } catch (error) {
+      throw asUnavailable(error)
+    }
+  }
+
+  return {
+    async createSubscription (subscription) {
+      await command('createSubscription', subscription)
+    },
+    async listSubscriptions () {
+      return unlessTransient(() => selectAll.all()).map(subscriptionOfRow)
+    },
+    async getSubscription (id) {
+      const row = unlessTransient(() => selectOne.get(id))
+      return row === undefined ? undefined : subscriptionStatusOfRow(row, unlessTransient(() => countPending.get(id)) ?? 0n)
+    },
+    async deleteSubscription (id) {
+      return await command('deleteSubscription', id) as boolean
+    },
+    async listAttempts (subscriptionId, { after, limit }) {
+      const rows = unlessTransient(() => after === undefined
+        ? attemptsFirst.all(subscriptionId, limit + 1)
+        : attemptsAfter.all(subscriptionId, after, limit + 1))
+      return attemptPageOf(rows, limit)
+    },
+    async claim (request): Promise<ClaimedDelivery[]> {
+      const now = BigInt(request.now)
+      if (unlessTransient(() => anyDue.get(now, now)) === undefined) return []
+      const rows = await command('claim', request) as OutboxRow[]
+      if (rows.length === 0) return []
+      return claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+    },
+    async settle (owner, attempts) {
+      if (attempts.length > 0) await command('settle', { owner, attempts })
+    },
+    async backlog () {
+      return Number(unlessTransient(() => countBacklog.get()))
+    },
+    async pruneAttempts (before) {
+      return await command('pruneAttempts', before) as number
+    },
+    async storedSecrets () {
+      return unlessTransient(() => secrets.all()).map((row) => ({ id: row.id, storedSecret: row.secret }))
+    }
+  }
+}
+
 function tokenOfRow (row: TokenRow): AccessTokenRecord {
   return {
     id: row.id,
@@ -273,6 +344,15 @@ function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined):
   if (effect.inserted) return { status: 'created', plant }
   if (effect.existing === undefined) throw new Error(`plant ${plant.id} met a row that is not there`)
   return outcomeOfMeeting(recordOfRow(effect.existing), plant)
+}
+
+/** A writer error that means "not now" as a StoreUnavailableError; others as they are. */
+function asUnavailable (error: unknown): unknown {
+  const code = error instanceof SqliteWriteError ? error.code : undefined
+  if (code !== undefined && (TRANSIENT_CODES.test(code) || code === 'SQLITE_WRITER_EXITED')) {
+    return new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
+  }
+  return error
 }
 
 function unlessTransient<T> (operation: () => T): T {

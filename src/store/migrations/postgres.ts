@@ -58,5 +58,55 @@ export const postgresMigrations: readonly Migration[] = [
     // Building it holds off writes to plants for as long as it takes on a large table; an index built
     // beforehand with CREATE INDEX CONCURRENTLY under this name is kept (README, Scaling out).
     sql: 'CREATE INDEX IF NOT EXISTS plants_tag_id ON plants (tag, id);'
+  },
+  {
+    version: 4,
+    name: 'webhook subscriptions, their outbox and delivery attempts',
+    // Times are milliseconds since the epoch, from the instances' clocks. An outbox row is one event for
+    // one subscription, written in the transaction of the plant write that caused it, deleted once delivered.
+    sql: `
+      CREATE TABLE webhook_subscriptions (
+        id              TEXT PRIMARY KEY,
+        url             TEXT NOT NULL,
+        events          TEXT NOT NULL,
+        secret          TEXT NOT NULL,
+        created_at      BIGINT NOT NULL,
+        disabled_at     BIGINT,
+        disabled_reason TEXT,
+        delivered       BIGINT NOT NULL DEFAULT 0,
+        failed          BIGINT NOT NULL DEFAULT 0,
+        last_error      TEXT,
+        last_error_at   BIGINT
+      );
+
+      CREATE TABLE webhook_outbox (
+        id              BIGSERIAL PRIMARY KEY,
+        subscription_id TEXT NOT NULL,
+        event_id        TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        plant_id        BIGINT NOT NULL,
+        body            TEXT NOT NULL,
+        created_at      BIGINT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        lease_until     BIGINT NOT NULL DEFAULT 0,
+        lease_owner     TEXT,
+        failed_at       BIGINT
+      );
+      CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_at, id) WHERE failed_at IS NULL;
+      CREATE INDEX webhook_outbox_plant ON webhook_outbox (subscription_id, plant_id, id) WHERE failed_at IS NULL;
+
+      CREATE TABLE webhook_attempts (
+        id              BIGSERIAL PRIMARY KEY,
+        subscription_id TEXT NOT NULL,
+        event_id        TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        attempt         INTEGER NOT NULL,
+        status_code     INTEGER,
+        error           TEXT,
+        at              BIGINT NOT NULL
+      );
+      CREATE INDEX webhook_attempts_subscription ON webhook_attempts (subscription_id, id);
+    `
   }
 ]

@@ -56,5 +56,55 @@ export const sqliteMigrations: readonly Migration[] = [
     // Covering: a tag's page is read from the index alone, in id order, without a lookup of each row
     // in the table, which made it cost about half as much again as an unfiltered page (docs/benchmarks.md).
     sql: 'CREATE INDEX plants_tag_id ON plants (tag, id, name);'
+  },
+  {
+    version: 4,
+    name: 'webhook subscriptions, their outbox and delivery attempts',
+    // Times are milliseconds since the epoch. An outbox row is one event for one subscription, written in
+    // the transaction of the plant write that caused it, and deleted once delivered.
+    sql: `
+      CREATE TABLE webhook_subscriptions (
+        id              TEXT PRIMARY KEY,
+        url             TEXT NOT NULL,
+        events          TEXT NOT NULL,
+        secret          TEXT NOT NULL,
+        created_at      INTEGER NOT NULL,
+        disabled_at     INTEGER,
+        disabled_reason TEXT,
+        delivered       INTEGER NOT NULL DEFAULT 0,
+        failed          INTEGER NOT NULL DEFAULT 0,
+        last_error      TEXT,
+        last_error_at   INTEGER
+      ) STRICT;
+
+      CREATE TABLE webhook_outbox (
+        id              INTEGER PRIMARY KEY,
+        subscription_id TEXT NOT NULL,
+        event_id        TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        plant_id        INTEGER NOT NULL,
+        body            TEXT NOT NULL,
+        created_at      INTEGER NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        lease_until     INTEGER NOT NULL DEFAULT 0,
+        lease_owner     TEXT,
+        failed_at       INTEGER
+      ) STRICT;
+      CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_at, id) WHERE failed_at IS NULL;
+      CREATE INDEX webhook_outbox_plant ON webhook_outbox (subscription_id, plant_id, id) WHERE failed_at IS NULL;
+
+      CREATE TABLE webhook_attempts (
+        id              INTEGER PRIMARY KEY,
+        subscription_id TEXT NOT NULL,
+        event_id        TEXT NOT NULL,
+        event_type      TEXT NOT NULL,
+        attempt         INTEGER NOT NULL,
+        status_code     INTEGER,
+        error           TEXT,
+        at              INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX webhook_attempts_subscription ON webhook_attempts (subscription_id, id);
+    `
   }
 ]

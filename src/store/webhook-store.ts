@@ -1,0 +1,239 @@
+/**
+ * The part of the storage port that keeps webhook subscriptions and their outbox (API.md, "Webhooks").
+ * The plant writes record their events themselves, in their own transaction: one outbox row per
+ * subscription that wants the event, written only when the write changed something. The dispatcher
+ * claims due rows, delivers them and settles the outcome here.
+ *
+ * Times are milliseconds since the epoch, taken from the caller's clock, on every backend.
+ */
+import { randomUUID } from 'node:crypto'
+
+export const WEBHOOK_EVENT_TYPES = ['plant.created', 'plant.updated', 'plant.deleted'] as const
+export type WebhookEventType = typeof WEBHOOK_EVENT_TYPES[number]
+
+export interface WebhookSubscriptionRecord {
+  readonly id: string
+  readonly url: string
+  readonly events: readonly WebhookEventType[]
+  readonly createdAt: number
+  /** Set when the receiver answered `410 Gone`: nothing is recorded or delivered for it any more. */
+  readonly disabledAt?: number
+  readonly disabledReason?: string
+}
+
+export interface NewWebhookSubscription extends WebhookSubscriptionRecord {
+  /** The signing secret as stored: sealed with WEBHOOK_SECRETS_KEY, or as it is when no key is set. */
+  readonly storedSecret: string
+}
+
+export interface WebhookSubscriptionStatus extends WebhookSubscriptionRecord {
+  /** Events waiting for delivery, retries included. */
+  readonly pending: number
+  readonly delivered: number
+  /** Events given up on (24 h of retries) or dropped when the subscription was disabled. */
+  readonly failed: number
+  readonly lastError?: { readonly at: number, readonly message: string }
+}
+
+export interface DeliveryAttemptRecord {
+  readonly id: bigint
+  readonly eventId: string
+  readonly type: WebhookEventType
+  readonly attempt: number
+  readonly statusCode?: number
+  readonly error?: string
+  readonly at: number
+}
+
+export interface DeliveryAttemptPage {
+  readonly attempts: readonly DeliveryAttemptRecord[]
+  /** The last attempt id on this page when older ones follow. */
+  readonly nextAfter?: bigint
+}
+
+/** An outbox row claimed by one dispatcher for the length of its lease. */
+export interface ClaimedDelivery {
+  readonly id: bigint
+  readonly subscriptionId: string
+  readonly url: string
+  readonly storedSecret: string
+  readonly eventId: string
+  readonly type: WebhookEventType
+  readonly plantId: bigint
+  readonly body: string
+  /** When the write that caused the event committed. */
+  readonly createdAt: number
+  /** Attempts made before this one. */
+  readonly attempts: number
+}
+
+/** What became of one attempt, as the dispatcher settles it. */
+export interface SettledAttempt {
+  readonly delivery: ClaimedDelivery
+  readonly at: number
+  readonly statusCode?: number
+  readonly error?: string
+  /**
+   * `delivered`: done. `retry`: due again at `nextAttemptAt`. `failed`: given up on. `gone`: the
+   * receiver answered 410, so the subscription is disabled and its pending events fail with it.
+   */
+  readonly result: 'delivered' | 'retry' | 'failed' | 'gone'
+  readonly nextAttemptAt?: number
+}
+
+export interface ClaimRequest {
+  /** Who claims: a lease held by another owner is left alone until it runs out. */
+  readonly owner: string
+  readonly now: number
+  readonly leaseMs: number
+  readonly limit: number
+}
+
+export interface WebhookStore {
+  createSubscription (subscription: NewWebhookSubscription): Promise<void>
+  /** Every subscription, newest first. */
+  listSubscriptions (): Promise<WebhookSubscriptionRecord[]>
+  getSubscription (id: string): Promise<WebhookSubscriptionStatus | undefined>
+  /** Deletes the subscription with its outbox rows and attempts; false when there is none. */
+  deleteSubscription (id: string): Promise<boolean>
+  /** Attempts of one subscription, newest first, older than `after` when given. */
+  listAttempts (subscriptionId: string, page: { readonly after?: bigint, readonly limit: number }): Promise<DeliveryAttemptPage>
+  /**
+   * Leases up to `limit` due outbox rows of enabled subscriptions, oldest due first, each the oldest
+   * pending row of its plant in its subscription (so one plant's events go out in commit order). With
+   * several instances each row is leased by one of them (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+   */
+  claim (request: ClaimRequest): Promise<ClaimedDelivery[]>
+  /** Records the attempts and their results in one transaction; an attempt whose lease was lost changes nothing. */
+  settle (owner: string, attempts: readonly SettledAttempt[]): Promise<void>
+  /** Outbox rows still to deliver, over all subscriptions. */
+  backlog (): Promise<number>
+  /** Deletes attempts recorded before `before`; returns how many. */
+  pruneAttempts (before: number): Promise<number>
+  /** The stored secrets, to check at start that WEBHOOK_SECRETS_KEY opens them. */
+  storedSecrets (): Promise<Array<{ readonly id: string, readonly storedSecret: string }>>
+}
+
+/** The JSON body of an event: the plant's document, or its id alone for a deletion. */
+export function deletedPlantBody (id: bigint | string): string {
+  return `{"id":${id}}`
+}
+
+/** An event's id, sent as `webhook-id`: unique per event, the same on every retry and for every subscription. */
+export function newEventId (): string {
+  return `msg_${randomUUID().replaceAll('-', '')}`
+}
+
+/** Whether `events`, as stored (space-separated), includes `type`. */
+export function subscribesTo (events: string, type: WebhookEventType): boolean {
+  return ` ${events} `.includes(` ${type} `)
+}
+
+/** Integer columns as the SQL drivers return them: `bigint` (SQLite; PostgreSQL BIGINT) or `number`. */
+type IntegerColumn = bigint | number
+
+export interface SubscriptionRow {
+  readonly id: string
+  readonly url: string
+  readonly events: string
+  readonly created_at: IntegerColumn
+  readonly disabled_at: IntegerColumn | null
+  readonly disabled_reason: string | null
+}
+
+export const SUBSCRIPTION_COLUMNS = 'id, url, events, created_at, disabled_at, disabled_reason'
+
+export function subscriptionOfRow (row: SubscriptionRow): WebhookSubscriptionRecord {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events.split(' ') as WebhookEventType[],
+    createdAt: Number(row.created_at),
+    ...(row.disabled_at === null ? {} : { disabledAt: Number(row.disabled_at) }),
+    ...(row.disabled_reason === null ? {} : { disabledReason: row.disabled_reason })
+  }
+}
+
+export interface SubscriptionStatusRow extends SubscriptionRow {
+  readonly delivered: IntegerColumn
+  readonly failed: IntegerColumn
+  readonly last_error: string | null
+  readonly last_error_at: IntegerColumn | null
+}
+
+export const SUBSCRIPTION_STATUS_COLUMNS = `${SUBSCRIPTION_COLUMNS}, delivered, failed, last_error, last_error_at`
+
+export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: IntegerColumn): WebhookSubscriptionStatus {
+  return {
+    ...subscriptionOfRow(row),
+    pending: Number(pending),
+    delivered: Number(row.delivered),
+    failed: Number(row.failed),
+    ...(row.last_error === null ? {} : { lastError: { at: Number(row.last_error_at), message: row.last_error } })
+  }
+}
+
+export interface AttemptRow {
+  readonly id: bigint
+  readonly event_id: string
+  readonly event_type: string
+  readonly attempt: IntegerColumn
+  readonly status_code: IntegerColumn | null
+  readonly error: string | null
+  readonly at: IntegerColumn
+}
+
+export const ATTEMPT_COLUMNS = 'id, event_id, event_type, attempt, status_code, error, at'
+
+/** A page of attempts read with one row more than `limit`, to tell whether older ones follow. */
+export function attemptPageOf (rows: readonly AttemptRow[], limit: number): DeliveryAttemptPage {
+  const attempts = rows.slice(0, limit).map((row): DeliveryAttemptRecord => ({
+    id: BigInt(row.id),
+    eventId: row.event_id,
+    type: row.event_type as WebhookEventType,
+    attempt: Number(row.attempt),
+    ...(row.status_code === null ? {} : { statusCode: Number(row.status_code) }),
+    ...(row.error === null ? {} : { error: row.error }),
+    at: Number(row.at)
+  }))
+  const last = attempts.at(-1)
+  return rows.length > limit && last !== undefined ? { attempts, nextAfter: last.id } : { attempts }
+}
+
+export interface OutboxRow {
+  readonly id: bigint
+  readonly subscription_id: string
+  readonly event_id: string
+  readonly event_type: string
+  readonly plant_id: bigint
+  readonly body: string
+  readonly created_at: IntegerColumn
+  readonly attempts: IntegerColumn
+}
+
+export const OUTBOX_COLUMNS = 'id, subscription_id, event_id, event_type, plant_id, body, created_at, attempts'
+
+/** Claimed outbox rows in outbox order, with their subscriptions' URLs and secrets. */
+export function claimedDeliveries (
+  rows: readonly OutboxRow[],
+  subscriptions: ReadonlyMap<string, { readonly url: string, readonly secret: string }>
+): ClaimedDelivery[] {
+  const claimed: ClaimedDelivery[] = []
+  for (const row of [...rows].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))) {
+    const subscription = subscriptions.get(row.subscription_id)
+    if (subscription === undefined) continue
+    claimed.push({
+      id: BigInt(row.id),
+      subscriptionId: row.subscription_id,
+      url: subscription.url,
+      storedSecret: subscription.secret,
+      eventId: row.event_id,
+      type: row.event_type as WebhookEventType,
+      plantId: BigInt(row.plant_id),
+      body: row.body,
+      createdAt: Number(row.created_at),
+      attempts: Number(row.attempts)
+    })
+  }
+  return claimed
+}

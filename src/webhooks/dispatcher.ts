@@ -1,0 +1,236 @@
+import { createHmac, randomUUID } from 'node:crypto'
+import { isIP } from 'node:net'
+import type { Readable } from 'node:stream'
+import { Agent, request } from 'undici'
+import type { ClaimedDelivery, SettledAttempt, WebhookStore } from '../store/webhook-store.js'
+import { hostOf, InternalAddressError, isInternalAddress, publicOnlyLookup } from './network.js'
+import { signingKeyOf, type SecretBox } from './secrets.js'
+
+export interface DispatcherOptions {
+  /** Deliveries this instance has under way at once. */
+  readonly concurrency: number
+  /** The wait before the first retry; it doubles with every failed attempt, up to `maxRetryMs`. */
+  readonly firstRetryMs: number
+  readonly maxRetryMs: number
+  /** How long after its write an event is retried before it is marked failed. */
+  readonly retryForMs: number
+  /** How long a claimed event is this instance's alone; another instance retries it after that. */
+  readonly leaseMs: number
+  /** How often an idle dispatcher looks for due events. */
+  readonly pollMs: number
+  readonly allowPrivateNetworks: boolean
+}
+
+export interface DispatcherLog {
+  warn (details: object, message: string): void
+  debug (details: object, message: string): void
+}
+
+/** A 2xx within this is success; anything slower is a failed attempt. */
+const DELIVERY_TIMEOUT_MS = 10_000
+/** Of a receiver's answer only this much is read; a longer one is cut off with its connection. */
+const MAX_RESPONSE_BYTES = 4096
+const ATTEMPT_RETENTION_MS = 7 * 24 * 3600_000
+const PRUNE_EVERY_MS = 10 * 60_000
+
+/**
+ * Delivers the outbox: claims due events (each under a lease, so with several instances exactly one
+ * makes each attempt), posts them signed per the Standard Webhooks specification over keep-alive
+ * connections, and settles each outcome: delivered, due again after an exponential backoff with
+ * jitter, failed after `retryForMs`, or the subscription disabled on `410 Gone`.
+ */
+export class WebhookDispatcher {
+  private readonly owner = randomUUID()
+  private readonly agent: Agent
+  private readonly stopping = new AbortController()
+  private inFlight = 0
+  private readonly deliveries = new Set<Promise<void>>()
+  private readonly toSettle: SettledAttempt[] = []
+  private settling: Promise<void> | undefined
+  private claiming = false
+  private timer: NodeJS.Timeout | undefined
+  private lastPrune = 0
+
+  constructor (
+    private readonly store: WebhookStore,
+    private readonly secrets: SecretBox,
+    private readonly options: DispatcherOptions,
+    private readonly log: DispatcherLog,
+    private readonly userAgent: string
+  ) {
+    this.agent = new Agent({
+      connections: options.concurrency,
+      keepAliveTimeout: 30_000,
+      headersTimeout: DELIVERY_TIMEOUT_MS,
+      bodyTimeout: DELIVERY_TIMEOUT_MS,
+      connect: {
+        timeout: DELIVERY_TIMEOUT_MS,
+        ...(options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup })
+      }
+    })
+  }
+
+  start (): void {
+    this.wake()
+  }
+
+  /** Looks for due events now rather than at the next poll. */
+  wake (): void {
+    if (this.stopping.signal.aborted) return
+    clearTimeout(this.timer)
+    this.timer = undefined
+    this.claimAndDeliver().catch(() => {})
+  }
+
+  /**
+   * Stops claiming, cuts the deliveries under way short and gives their events back (due at once, for
+   * whichever instance claims next), and waits until every outcome is recorded.
+   */
+  async stop (): Promise<void> {
+    this.stopping.abort()
+    clearTimeout(this.timer)
+    await Promise.allSettled(this.deliveries)
+    while (this.settling !== undefined) await this.settling
+    await this.agent.destroy()
+  }
+
+  private later (): void {
+    if (this.stopping.signal.aborted || this.timer !== undefined) return
+    this.timer = setTimeout(() => { this.timer = undefined; this.claimAndDeliver().catch(() => {}) }, this.options.pollMs)
+    this.timer.unref()
+  }
+
+  private async claimAndDeliver (): Promise<void> {
+    const free = this.options.concurrency - this.inFlight
+    if (this.claiming || free <= 0 || this.stopping.signal.aborted) return
+    this.claiming = true
+    let claimed: ClaimedDelivery[] = []
+    try {
+      const now = Date.now()
+      if (now - this.lastPrune > PRUNE_EVERY_MS) {
+        this.lastPrune = now
+        await this.store.pruneAttempts(now - ATTEMPT_RETENTION_MS)
+      }
+      claimed = await this.store.claim({ owner: this.owner, now, leaseMs: this.options.leaseMs, limit: free })
+    } catch (error) {
+      this.log.warn({ err: error }, 'webhooks: cannot read the outbox; trying again shortly')
+    } finally {
+      this.claiming = false
+    }
+    for (const delivery of claimed) this.deliver(delivery)
+    // A full claim means more may be due: claim again as slots free up (deliver does); otherwise poll.
+    if (claimed.length < free) this.later()
+  }
+
+  private deliver (delivery: ClaimedDelivery): void {
+    this.inFlight++
+    const done = this.attempt(delivery).then((settled) => {
+      this.inFlight--
+      this.deliveries.delete(done)
+      this.toSettle.push(settled)
+      this.settleAll()
+      if (this.inFlight <= this.options.concurrency / 2) this.wake()
+    })
+    this.deliveries.add(done)
+  }
+
+  private settleAll (): void {
+    if (this.settling !== undefined || this.toSettle.length === 0) return
+    const batch = this.toSettle.splice(0)
+    this.settling = this.store.settle(this.owner, batch)
+      .catch((error: unknown) => {
+        // The events stay leased to this instance until the lease runs out; then they go out again.
+        this.log.warn({ err: error, attempts: batch.length }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
+      })
+      .finally(() => {
+        this.settling = undefined
+        this.settleAll()
+      })
+  }
+
+  private async attempt (delivery: ClaimedDelivery): Promise<SettledAttempt> {
+    const at = Date.now()
+    let statusCode: number | undefined
+    try {
+      statusCode = await this.post(delivery, at)
+    } catch (error) {
+      if (this.stopping.signal.aborted) {
+        return { delivery, at, error: 'the service stopped during the delivery', result: 'retry', nextAttemptAt: at }
+      }
+      return this.failed(delivery, at, { error: describe(error) })
+    }
+    if (statusCode >= 200 && statusCode < 300) return { delivery, at, statusCode, result: 'delivered' }
+    if (statusCode === 410) {
+      this.log.warn({ subscription: delivery.subscriptionId }, 'webhooks: the receiver answered 410 Gone; the subscription is disabled')
+      return { delivery, at, statusCode, result: 'gone' }
+    }
+    return this.failed(delivery, at, { statusCode })
+  }
+
+  private failed (delivery: ClaimedDelivery, at: number, outcome: { statusCode: number } | { error: string }): SettledAttempt {
+    const attempts = delivery.attempts + 1
+    const nextAttemptAt = at + this.backoff(attempts)
+    if (nextAttemptAt > delivery.createdAt + this.options.retryForMs) {
+      this.log.warn({ subscription: delivery.subscriptionId, event: delivery.eventId, attempts, ...outcome },
+        'webhooks: an event is given up on after its last retry')
+      return { delivery, at, ...outcome, result: 'failed' }
+    }
+    this.log.debug({ subscription: delivery.subscriptionId, event: delivery.eventId, attempts, ...outcome }, 'webhooks: delivery failed; retrying')
+    return { delivery, at, ...outcome, result: 'retry', nextAttemptAt }
+  }
+
+  /** About `firstRetryMs` doubled for every attempt after the first, ±20 % so retries do not arrive in step. */
+  private backoff (attempts: number): number {
+    const doubled = this.options.firstRetryMs * 2 ** Math.min(attempts - 1, 30)
+    return Math.round(Math.min(this.options.maxRetryMs, doubled * (0.8 + 0.4 * Math.random())))
+  }
+
+  /** One signed POST; resolves with the receiver's status code. */
+  private async post (delivery: ClaimedDelivery, at: number): Promise<number> {
+    const url = new URL(delivery.url)
+    const host = hostOf(url)
+    // A name is checked where the socket resolves it (publicOnlyLookup); an address here.
+    if (!this.options.allowPrivateNetworks && isIP(host) !== 0 && isInternalAddress(host)) throw new InternalAddressError(host, host)
+    const secret = this.secrets.open(delivery.storedSecret, delivery.subscriptionId)
+    const timestamp = Math.floor(at / 1000)
+    const signature = createHmac('sha256', signingKeyOf(secret)).update(`${delivery.eventId}.${timestamp}.${delivery.body}`).digest('base64')
+    const response = await request(url, {
+      method: 'POST',
+      dispatcher: this.agent,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': this.userAgent,
+        'webhook-id': delivery.eventId,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': `v1,${signature}`,
+        'webhook-event': delivery.type
+      },
+      body: delivery.body,
+      signal: AbortSignal.any([AbortSignal.timeout(DELIVERY_TIMEOUT_MS), this.stopping.signal])
+    })
+    await readAtMost(response.body, MAX_RESPONSE_BYTES)
+    return response.statusCode
+  }
+}
+
+/** Reads and drops a response body, so its connection can serve the next delivery, unless it is too long. */
+async function readAtMost (body: Readable, limit: number): Promise<void> {
+  let read = 0
+  for await (const chunk of body) {
+    read += (chunk as Buffer).length
+    if (read > limit) {
+      body.destroy()
+      return
+    }
+  }
+}
+
+function describe (error: unknown): string {
+  if (error instanceof Error) {
+    if (error.name === 'TimeoutError') return `no answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
+    const cause = error.cause instanceof Error ? `: ${error.cause.message}` : ''
+    const code = (error as { code?: unknown }).code
+    return `${typeof code === 'string' ? `${code} ` : ''}${error.message}${cause}`.slice(0, 500)
+  }
+  return String(error).slice(0, 500)
+}

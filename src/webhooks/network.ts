@@ -1,0 +1,86 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions, type LookupOneOptions } from 'node:dns'
+import { BlockList, isIP } from 'node:net'
+
+/**
+ * Addresses a webhook may not reach unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true: loopback, private,
+ * link-local (cloud metadata services live there), carrier-grade NAT, "this network", multicast and
+ * reserved ranges, and their IPv6 counterparts.
+ */
+const internal = new BlockList()
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
+  ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]
+] as const) internal.addSubnet(network, prefix, 'ipv4')
+for (const [network, prefix] of [
+  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b:1::', 48], ['2001:db8::', 32]
+] as const) internal.addSubnet(network, prefix, 'ipv6')
+
+export function isInternalAddress (address: string): boolean {
+  const family = isIP(address)
+  if (family === 4) return internal.check(address, 'ipv4')
+  if (family !== 6) return true
+  // An IPv4 address written as IPv6 (::ffff:127.0.0.1) is that IPv4 address.
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1]
+  return mapped !== undefined ? internal.check(mapped, 'ipv4') : internal.check(address, 'ipv6')
+}
+
+/** The host of a URL as a resolver or `isIP` takes it: IPv6 literals without their brackets. */
+export function hostOf (url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
+}
+
+export class InternalAddressError extends Error {
+  readonly code = 'EWEBHOOKINTERNAL'
+  constructor (host: string, address: string) {
+    super(`${host} resolves to ${address}, an internal address (WEBHOOK_ALLOW_PRIVATE_NETWORKS is not true)`)
+    this.name = 'InternalAddressError'
+  }
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void
+
+/**
+ * `dns.lookup` for the delivery sockets that fails when a name resolves to an internal address, so the
+ * check holds for the address actually connected to, whatever the name resolved to when it was accepted.
+ */
+export function publicOnlyLookup (hostname: string, options: LookupOneOptions | LookupAllOptions, callback: LookupCallback): void {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+    if (error !== null) {
+      callback(error, '')
+      return
+    }
+    const refused = addresses.find((entry) => isInternalAddress(entry.address))
+    if (refused !== undefined) {
+      callback(new InternalAddressError(hostname, refused.address), '')
+      return
+    }
+    if (options.all === true) callback(null, addresses)
+    else callback(null, addresses[0]?.address ?? '', addresses[0]?.family)
+  })
+}
+
+/** Every address a name resolves to, or none when it does not resolve now. */
+export async function addressesOf (host: string): Promise<string[]> {
+  return await new Promise((resolve) => {
+    dnsLookup(host, { all: true }, (error, addresses) => { resolve(error === null ? addresses.map((entry) => entry.address) : []) })
+  })
+}
+
+/**
+ * Why `text` cannot be a webhook URL, or undefined when it can: only `http` and `https`, and unless
+ * private networks are allowed, no host that is or resolves to an internal address (a name that does
+ * not resolve now is accepted; every delivery checks the address it connects to).
+ */
+export async function webhookUrlRefusal (text: string, allowPrivateNetworks: boolean): Promise<string | undefined> {
+  if (!URL.canParse(text)) return 'url must be an absolute http or https URL'
+  const url = new URL(text)
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `url must be an http or https URL, not ${url.protocol.slice(0, -1)}`
+  if (allowPrivateNetworks) return undefined
+  const host = hostOf(url)
+  const internalAddress = isIP(host) !== 0
+    ? (isInternalAddress(host) ? host : undefined)
+    : host === 'localhost' || host.endsWith('.localhost') ? host : (await addressesOf(host)).find(isInternalAddress)
+  if (internalAddress === undefined) return undefined
+  return `url must not reach a loopback, private or link-local address (${host === internalAddress ? host : `${host} is ${internalAddress}`}); ` +
+    'the service allows that only with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true'
+}

@@ -1,0 +1,97 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Webhook } from 'standardwebhooks'
+import { onTestFinished } from 'vitest'
+
+export interface ReceivedDelivery {
+  readonly id: string
+  readonly timestamp: number
+  readonly type: string
+  readonly body: string
+  readonly headers: IncomingHttpHeaders
+  /** Whether the official `standardwebhooks` package accepted the signature (with the secret set then). */
+  readonly verified: boolean
+  readonly receivedAt: number
+}
+
+/** What the receiver answers a delivery with: a status code, after an optional delay. */
+export type Answer = (delivery: ReceivedDelivery) => { readonly status: number, readonly delayMs?: number }
+
+/**
+ * A real HTTP receiver on 127.0.0.1 that verifies every delivery with the `standardwebhooks` package
+ * and records it, answering 204 unless told otherwise. Closed when the test ends.
+ */
+export class WebhookReceiver {
+  readonly deliveries: ReceivedDelivery[] = []
+  private secret: string | undefined
+  private answer: Answer = () => ({ status: 204 })
+  private readonly server: Server
+
+  private constructor () {
+    this.server = createServer((request, response) => {
+      const chunks: Buffer[] = []
+      request.on('data', (chunk: Buffer) => chunks.push(chunk))
+      request.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8')
+        const delivery: ReceivedDelivery = {
+          id: String(request.headers['webhook-id']),
+          timestamp: Number(request.headers['webhook-timestamp']),
+          type: String(request.headers['webhook-event']),
+          body,
+          headers: request.headers,
+          verified: this.verifies(body, request.headers),
+          receivedAt: Date.now()
+        }
+        this.deliveries.push(delivery)
+        const { status, delayMs = 0 } = this.answer(delivery)
+        setTimeout(() => { response.writeHead(status).end() }, delayMs)
+      })
+    })
+  }
+
+  static async start (): Promise<WebhookReceiver> {
+    const receiver = new WebhookReceiver()
+    await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => receiver.close())
+    return receiver
+  }
+
+  get url (): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`
+  }
+
+  /** The signing secret deliveries are verified with (the one a subscription's creation returned). */
+  useSecret (secret: string): void {
+    this.secret = secret
+  }
+
+  answerWith (answer: Answer): void {
+    this.answer = answer
+  }
+
+  /** Waits until `count` deliveries arrived; fails after `timeoutMs`. */
+  async waitForDeliveries (count: number, timeoutMs = 10_000): Promise<ReceivedDelivery[]> {
+    const deadline = Date.now() + timeoutMs
+    while (this.deliveries.length < count) {
+      if (Date.now() > deadline) throw new Error(`${this.deliveries.length} of ${count} deliveries arrived within ${timeoutMs} ms`)
+      await sleep(20)
+    }
+    return this.deliveries
+  }
+
+  async close (): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise((resolve) => this.server.close(resolve))
+  }
+
+  private verifies (body: string, headers: IncomingHttpHeaders): boolean {
+    if (this.secret === undefined) return false
+    try {
+      new Webhook(this.secret).verify(body, headers as Record<string, string>)
+      return true
+    } catch {
+      return false
+    }
+  }
+}
