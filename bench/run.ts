@@ -17,6 +17,11 @@
  *                                        updates   one SQLite service: PUT and PATCH of stored plants
  *                                                  ÷ POST of new ones, and a page of one tag ÷ a page
  *                                                  of all plants (both 100 plants)
+ *                                        webhooks  SQLite services without a webhook subscription, with
+ *                                                  one that records events only (WEBHOOK_DELIVERY=false),
+ *                                                  and with one that delivers them to a local receiver:
+ *                                                  POST ÷ POST without, deliveries per second, the
+ *                                                  backlog when the load stops and the time to drain it
  *   npm run bench -- --scale 1000000,10000000
  *                                      cost as the store grows: bulk-load N plants, then measure POST,
  *                                      GET by id, a deep list page and a deep page of one tag (held by
@@ -80,7 +85,7 @@ interface Target {
   preloadedIds: bigint[]
 }
 
-const PARTS = ['backends', 'tokens', 'updates'] as const
+const PARTS = ['backends', 'tokens', 'updates', 'webhooks'] as const
 type Part = typeof PARTS[number]
 
 const args = process.argv.slice(2)
@@ -112,7 +117,9 @@ const started: ChildProcess[] = []
 let postgres: PostgresServer | undefined
 
 async function cleanUp (): Promise<void> {
-  for (const child of started) if (child.exitCode === null && child.pid !== undefined) process.kill(child.pid, 'SIGKILL')
+  for (const child of started) {
+    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) process.kill(child.pid, 'SIGKILL')
+  }
   await postgres?.destroy()
   rmSync(workFolder, { recursive: true, force: true })
 }
@@ -122,8 +129,8 @@ async function cleanUp (): Promise<void> {
  * server's hands: the log lines cost the server their writes, but reading them does not cost the load
  * generator's core.
  */
-function startProcess (name: string, command: string[], env: Record<string, string>): Promise<Target> {
-  const [program, ...rest] = serverCommand(command)
+function startProcess (name: string, command: string[], env: Record<string, string>, cpu: 0 | 1 = 0): Promise<Target> {
+  const [program, ...rest] = cpu === 0 ? serverCommand(command) : pinning ? ['taskset', '-c', '1', ...command] : command
   const logFile = join(workFolder, `${name}.log`)
   const logFd = openSync(logFile, 'w')
   const child = spawn(program as string, rest, {
@@ -270,7 +277,7 @@ async function startPostgresDatabase (): Promise<string> {
 }
 
 async function stop (target: Target): Promise<void> {
-  if (target.process.exitCode !== null) return
+  if (target.process.exitCode !== null || target.process.signalCode !== null) return
   const exited = new Promise((resolve) => target.process.once('exit', resolve))
   process.kill(target.process.pid as number, 'SIGTERM')
   const timer = setTimeout(() => { if (target.process.exitCode === null) process.kill(target.process.pid as number, 'SIGKILL') }, 10_000)
@@ -537,8 +544,149 @@ function printUpdatesTable (rows: Row[], samples: Map<string, Sample[]>): void {
     `round${updateRounds === 1 ? '' : 's'} of ${durationSeconds} s, ratios the medians of each round's ratio\n${format(header)}\n${lines.map(format).join('\n')}\n`)
 }
 
+const WEBHOOKS_NONE = 'sqlite-no-subscription'
+const WEBHOOKS_OUTBOX = 'sqlite-webhooks-recorded'
+const WEBHOOKS_DELIVERING = 'sqlite-webhooks-delivered'
+/** The issue's bound: POST with an active subscription within 10 % of POST without. */
+const WEBHOOK_TOLERANCE = 0.1
+const WEBHOOK_ADMIN_TOKEN = `bench-admin-${randomBytes(16).toString('hex')}`
+/** A drain that takes longer than this is reported as not finished. */
+const DRAIN_LIMIT_MS = 120_000
+
+interface DeliveryFigures {
+  /** Deliveries the receiver counted while the load ran, per second. */
+  readonly deliveriesPerSecond: number
+  /** Events recorded but not delivered yet when the load stopped. */
+  readonly backlogAtEnd: number
+  /** From the end of the load until nothing was pending, in seconds. */
+  readonly drainSeconds: number
+  /** Deliveries per second while draining. */
+  readonly drainPerSecond: number
+}
+
+/**
+ * What an active subscription costs a POST, and whether delivery keeps up. Three SQLite services: one
+ * without a subscription; one with a subscription whose events it records but does not deliver
+ * (WEBHOOK_DELIVERY=false: the outbox row riding the write's batch, nothing else); one that also
+ * delivers them to a local receiver (on the load generator's core, counting what arrives). Interleaved
+ * rounds of POST; after each round the delivering service drains its backlog while nothing else runs,
+ * timed. Ratios are medians of each round's own ratio to the service without a subscription.
+ */
+async function compareWebhooks (): Promise<Row[]> {
+  const receiver = await startProcess('webhook-receiver', [process.execPath, '--import', 'tsx', 'bench/webhook-receiver.ts'], {}, 1)
+  const tokens = `${TOKEN},name=bench-admin;scopes=admin;${WEBHOOK_ADMIN_TOKEN}`
+  const none = await startService(WEBHOOKS_NONE, `sqlite:${join(workFolder, 'webhooks-none.db')}`, { PLANTSTORE_TOKENS: tokens })
+  const recorded = await startService(WEBHOOKS_OUTBOX, `sqlite:${join(workFolder, 'webhooks-recorded.db')}`,
+    { PLANTSTORE_TOKENS: tokens, WEBHOOK_DELIVERY: 'false', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
+  const delivering = await startService(WEBHOOKS_DELIVERING, `sqlite:${join(workFolder, 'webhooks-delivered.db')}`,
+    { PLANTSTORE_TOKENS: tokens, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
+  await subscribeReceiver(recorded, receiver.url)
+  const subscription = await subscribeReceiver(delivering, receiver.url)
+  const targets = [none, recorded, delivering]
+  for (const target of targets) await measure(target, 'post', 1)
+  await drain(delivering, subscription)
+
+  const samples = new Map<string, Sample[]>()
+  const figures: DeliveryFigures[] = []
+  for (let round = 1; round <= updateRounds; round++) {
+    for (const target of round % 2 === 1 ? targets : [...targets].reverse()) {
+      const receivedBefore = await receivedCount(receiver.url)
+      const startedAt = Date.now()
+      const sample = await measure(target, 'post', durationSeconds)
+      const loadSeconds = (Date.now() - startedAt) / 1000
+      samples.set(target.name, [...(samples.get(target.name) ?? []), sample])
+      logSample(round, `${target.name}/post`, sample)
+      if (target !== delivering) continue
+      const receivedDuring = await receivedCount(receiver.url) - receivedBefore
+      const backlogAtEnd = await pendingEvents(delivering, subscription)
+      const drainSeconds = await drain(delivering, subscription)
+      figures.push({ deliveriesPerSecond: receivedDuring / loadSeconds, backlogAtEnd, drainSeconds, drainPerSecond: drainSeconds === 0 ? 0 : backlogAtEnd / drainSeconds })
+      process.stderr.write(`round ${round} deliveries: ${Math.round(receivedDuring / loadSeconds)}/s during the load, backlog ${backlogAtEnd}, drained in ${drainSeconds.toFixed(1)} s\n`)
+    }
+  }
+  const counted = await receiverCounts(receiver.url)
+  for (const target of [...targets, receiver]) await stop(target)
+
+  const pairedRatio = (name: string, measure: 'rps' | 'serverCpuUs') => median(
+    (samples.get(name) ?? []).map((sample, index) => sample[measure] / (samples.get(WEBHOOKS_NONE)?.[index]?.[measure] ?? NaN)))
+  const rows = targets.map((target) => ({
+    target: target.name,
+    load: 'post',
+    ...summarize(samples.get(target.name) ?? [], 1),
+    ratio: Number(pairedRatio(target.name, 'rps').toFixed(3)),
+    cpuRatio: Number(pairedRatio(target.name, 'serverCpuUs').toFixed(3)),
+    against: WEBHOOKS_NONE,
+    ...(target === delivering
+      ? {
+          deliveries: {
+            perSecondDuringLoad: Math.round(median(figures.map((figure) => figure.deliveriesPerSecond))),
+            backlogAtEnd: Math.round(median(figures.map((figure) => figure.backlogAtEnd))),
+            drainSeconds: Number(median(figures.map((figure) => figure.drainSeconds)).toFixed(2)),
+            perSecondWhileDraining: Math.round(median(figures.map((figure) => figure.drainPerSecond))),
+            received: counted.received,
+            duplicated: counted.received - counted.distinct
+          }
+        }
+      : {})
+  }))
+  printWebhooksTable(rows)
+  return rows
+}
+
+async function subscribeReceiver (target: Target, receiverUrl: string): Promise<string> {
+  const response = await fetch(`${target.url}/admin/webhooks`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${WEBHOOK_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: `${receiverUrl}/hooks`, events: ['plant.created'] })
+  })
+  if (response.status !== 201) throw new Error(`${target.name}: POST /admin/webhooks answered ${response.status}: ${await response.text()}`)
+  return (await response.json() as { id: string }).id
+}
+
+async function pendingEvents (target: Target, subscription: string): Promise<number> {
+  const response = await fetch(`${target.url}/admin/webhooks/${subscription}`, { headers: { authorization: `Bearer ${WEBHOOK_ADMIN_TOKEN}` } })
+  return (await response.json() as { pending: number }).pending
+}
+
+/** Waits until the subscription has nothing pending; returns how long that took, in seconds. */
+async function drain (target: Target, subscription: string): Promise<number> {
+  const startedAt = Date.now()
+  while (await pendingEvents(target, subscription) > 0) {
+    if (Date.now() - startedAt > DRAIN_LIMIT_MS) throw new Error(`${target.name}: the webhook backlog did not drain within ${DRAIN_LIMIT_MS / 1000} s`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  return (Date.now() - startedAt) / 1000
+}
+
+async function receiverCounts (receiverUrl: string): Promise<{ received: number, distinct: number }> {
+  return await (await fetch(`${receiverUrl}/count`)).json() as { received: number, distinct: number }
+}
+
+async function receivedCount (receiverUrl: string): Promise<number> {
+  return (await receiverCounts(receiverUrl)).received
+}
+
+function printWebhooksTable (rows: Array<Row & { deliveries?: Record<string, number> }>): void {
+  const header = ['target', 'req/s', 'req/s ÷', 'µs/req', 'CPU ÷', 'p99 ms', 'errors', `${generator.name} CPU`, `within ${WEBHOOK_TOLERANCE * 100} %`]
+  const lines = rows.map((row) => [row.target, String(row.rps), row.ratio.toFixed(3), String(row.serverCpuUs), row.cpuRatio.toFixed(3),
+    String(row.p99), String(row.errors), `${Math.round(row.generatorCpuShare * 100)} %${row.valid ? '' : ' INVALID'}`,
+    row.target === WEBHOOKS_NONE ? '' : row.ratio >= 1 - WEBHOOK_TOLERANCE ? 'yes' : 'no'])
+  const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
+  const format = (cells: string[]) => cells.map((cell, column) => column === 0 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)).join('  ')
+  const deliveries = rows.find((row) => row.deliveries !== undefined)?.deliveries
+  process.stdout.write(`\nSQLite, POST with and without a webhook subscription; medians of ${updateRounds} round${updateRounds === 1 ? '' : 's'} of ` +
+    `${durationSeconds} s, ratios the medians of each round's ratio to ${WEBHOOKS_NONE}\n${format(header)}\n${lines.map(format).join('\n')}\n`)
+  if (deliveries !== undefined) {
+    process.stdout.write(`deliveries: ${deliveries.perSecondDuringLoad}/s during the load, backlog ${deliveries.backlogAtEnd} when it stopped, ` +
+      `drained in ${deliveries.drainSeconds} s (${deliveries.perSecondWhileDraining}/s); the receiver got ${deliveries.received}, ` +
+      `${deliveries.duplicated} of them a second time\n`)
+  }
+}
+
 const partOf = (row: { against?: string }): Part =>
-  row.against === ENVIRONMENT_TARGET ? 'tokens' : row.against?.startsWith(`${UPDATES_TARGET}/`) === true ? 'updates' : 'backends'
+  row.against === ENVIRONMENT_TARGET
+    ? 'tokens'
+    : row.against?.startsWith(`${UPDATES_TARGET}/`) === true ? 'updates' : row.against === WEBHOOKS_NONE ? 'webhooks' : 'backends'
 
 /**
  * Writes the rows of the parts measured. When some parts were not, their rows (and the machine they
@@ -673,6 +821,7 @@ try {
     if (parts.includes('backends')) rows.push(...await compareBackends())
     if (parts.includes('tokens')) rows.push(...await compareTokens())
     if (parts.includes('updates')) rows.push(...await compareUpdates())
+    if (parts.includes('webhooks')) rows.push(...await compareWebhooks())
     writeResults(rows)
   }
 } finally {

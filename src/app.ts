@@ -146,6 +146,6 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   })
 
   await app.ready()
-  dispatcher.start()
+  if (webhookConfig.deliver) dispatcher.start()
   return app
 }

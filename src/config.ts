@@ -37,6 +37,11 @@ export interface Config {
 }
 
 export interface WebhookConfig {
+  /**
+   * Whether this instance delivers events. Off, it still records them (every instance does, in its
+   * writes' transactions) and leaves their delivery to the instances on the same database that deliver.
+   */
+  readonly deliver: boolean
   /** Whether webhook URLs may reach loopback, private and link-local addresses. */
   readonly allowPrivateNetworks: boolean
   /** The AES-256 key that seals signing secrets at rest; absent: they are stored as they are. */
@@ -50,6 +55,7 @@ export interface WebhookConfig {
 
 /** The webhook settings when no variable is set. */
 export const DEFAULT_WEBHOOK_CONFIG: WebhookConfig = Object.freeze({
+  deliver: true,
   allowPrivateNetworks: false,
   secretsKey: undefined,
   concurrency: 16,
@@ -116,6 +122,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     maxInFlightRequests: read(() => integerVariable(env, 'SHED_IN_FLIGHT_REQUESTS', 512, 0, 1_000_000), 0),
     prettyLogs: stdoutIsTty,
     webhooks: Object.freeze({
+      deliver: read(() => booleanVariable(env, 'WEBHOOK_DELIVERY', true), true),
       allowPrivateNetworks: read(() => booleanVariable(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false), false),
       secretsKey: read(() => secretsKeyVariable(env), undefined),
       concurrency: read(() => integerVariable(env, 'WEBHOOK_CONCURRENCY', DEFAULT_WEBHOOK_CONFIG.concurrency, 1, 1024), 0),

@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../src/auth/tokens.js'
-import { ConfigError, InvalidConfigError, loadConfig } from '../src/config.js'
+import { ConfigError, DEFAULT_WEBHOOK_CONFIG, InvalidConfigError, loadConfig } from '../src/config.js'
 import { temporaryFolder } from './helper.js'
 
 const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
@@ -22,9 +23,21 @@ describe('Configuration from the environment', () => {
       rateLimitPerMinute: 0,
       maxEventLoopDelayMs: 200,
       maxInFlightRequests: 512,
-      prettyLogs: false
+      prettyLogs: false,
+      webhooks: DEFAULT_WEBHOOK_CONFIG
+    })
+    expect(DEFAULT_WEBHOOK_CONFIG).toEqual({
+      deliver: true,
+      allowPrivateNetworks: false,
+      secretsKey: undefined,
+      concurrency: 16,
+      firstRetryMs: 5000,
+      maxRetryMs: 3_600_000,
+      retryForMs: 86_400_000,
+      leaseMs: 30_000
     })
     expect(Object.isFrozen(config)).toBe(true)
+    expect(Object.isFrozen(config.webhooks)).toBe(true)
   })
 
   it('reads every variable', () => {
@@ -40,7 +53,15 @@ describe('Configuration from the environment', () => {
       BODY_LIMIT: '1024',
       RATE_LIMIT_PER_MINUTE: '600',
       SHED_EVENT_LOOP_DELAY_MS: '0',
-      SHED_IN_FLIGHT_REQUESTS: '64'
+      SHED_IN_FLIGHT_REQUESTS: '64',
+      WEBHOOK_DELIVERY: 'false',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_SECRETS_KEY: '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff',
+      WEBHOOK_CONCURRENCY: '4',
+      WEBHOOK_RETRY_FIRST_MS: '1000',
+      WEBHOOK_RETRY_MAX_MS: '60000',
+      WEBHOOK_RETRY_FOR_MS: '3600000',
+      WEBHOOK_LEASE_MS: '11000'
     }, true)
 
     expect(config).toEqual({
@@ -54,7 +75,17 @@ describe('Configuration from the environment', () => {
       rateLimitPerMinute: 600,
       maxEventLoopDelayMs: 0,
       maxInFlightRequests: 64,
-      prettyLogs: true
+      prettyLogs: true,
+      webhooks: {
+        deliver: false,
+        allowPrivateNetworks: true,
+        secretsKey: Buffer.from('00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff', 'hex'),
+        concurrency: 4,
+        firstRetryMs: 1000,
+        maxRetryMs: 60_000,
+        retryForMs: 3_600_000,
+        leaseMs: 11_000
+      }
     })
   })
 
@@ -75,7 +106,14 @@ describe('Configuration from the environment', () => {
     ['DATABASE_POOL_SIZE', '0', 'DATABASE_POOL_SIZE must be a whole number from 1 to 1000, got "0"'],
     ['DATABASE_CONNECT_TIMEOUT_MS', 'soon', 'DATABASE_CONNECT_TIMEOUT_MS must be a whole number from 100 to 600000, got "soon"'],
     ['DATABASE_STATEMENT_TIMEOUT_MS', '10', 'DATABASE_STATEMENT_TIMEOUT_MS must be a whole number from 100 to 600000, got "10"'],
-    ['PLANTSTORE_TOKENS', 'good,secret value', 'PLANTSTORE_TOKENS entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)']
+    ['PLANTSTORE_TOKENS', 'good,secret value', 'PLANTSTORE_TOKENS entry 2 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)'],
+    ['WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'yes', 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false", got "yes"'],
+    ['WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'TRUE', 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false", got "TRUE"'],
+    ['WEBHOOK_CONCURRENCY', '0', 'WEBHOOK_CONCURRENCY must be a whole number from 1 to 1024, got "0"'],
+    ['WEBHOOK_RETRY_FIRST_MS', '99', 'WEBHOOK_RETRY_FIRST_MS must be a whole number from 100 to 3600000, got "99"'],
+    ['WEBHOOK_RETRY_MAX_MS', '1h', 'WEBHOOK_RETRY_MAX_MS must be a whole number from 100 to 86400000, got "1h"'],
+    ['WEBHOOK_RETRY_FOR_MS', '999', 'WEBHOOK_RETRY_FOR_MS must be a whole number from 1000 to 2592000000, got "999"'],
+    ['WEBHOOK_LEASE_MS', '10999', 'WEBHOOK_LEASE_MS must be a whole number from 11000 to 3600000, got "10999"']
   ])('stops on a bad %s=%j with one line naming it', (variable, value, message) => {
     const [problem] = problemsOf({ [variable]: value })
 
@@ -94,6 +132,57 @@ describe('Configuration from the environment', () => {
       'PLANTSTORE_TOKENS entry 1 is not a valid bearer token (allowed: letters, digits, - . _ ~ + / and trailing =)',
       'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'
     ])
+  })
+})
+
+describe('Webhook settings', () => {
+  it.each([['true', true], ['false', false]])('reads WEBHOOK_ALLOW_PRIVATE_NETWORKS=%s', (value, allowed) => {
+    expect(loadConfig({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: value }, false).webhooks.allowPrivateNetworks).toBe(allowed)
+  })
+
+  it('takes WEBHOOK_SECRETS_KEY as 64 hexadecimal digits or as base64 (padded, unpadded, URL-safe), each the same 32 bytes', () => {
+    const key = randomBytes(32)
+    const keyOf = (text: string) => loadConfig({ WEBHOOK_SECRETS_KEY: text }, false).webhooks.secretsKey
+
+    expect(keyOf(key.toString('hex'))).toEqual(key)
+    expect(keyOf(key.toString('hex').toUpperCase())).toEqual(key)
+    expect(keyOf(key.toString('base64'))).toEqual(key)
+    expect(keyOf(key.toString('base64').replace(/=$/, ''))).toEqual(key)
+    expect(keyOf(key.toString('base64url'))).toEqual(key)
+    expect(keyOf(key.toString('base64'))?.length).toBe(32)
+  })
+
+  it.each([
+    ['63 hexadecimal digits', randomBytes(32).toString('hex').slice(1)],
+    ['65 hexadecimal digits', `${randomBytes(32).toString('hex')}a`],
+    ['64 characters that are not all hexadecimal', `g${randomBytes(32).toString('hex').slice(1)}`],
+    ['the base64 of 31 bytes', randomBytes(31).toString('base64')],
+    ['the base64 of 33 bytes', randomBytes(33).toString('base64')],
+    ['a passphrase', 'correct horse battery staple']
+  ])('refuses a WEBHOOK_SECRETS_KEY of %s without echoing it', (_kind, value) => {
+    const problems = problemsOf({ WEBHOOK_SECRETS_KEY: value })
+
+    expect(problems.map((problem) => [problem.variable, problem.message])).toEqual([[
+      'WEBHOOK_SECRETS_KEY',
+      'WEBHOOK_SECRETS_KEY must hold 32 bytes as 64 hexadecimal digits or as base64 (openssl rand -base64 32)'
+    ]])
+    expect(problems[0]?.message).not.toContain(value)
+  })
+
+  it('reads WEBHOOK_SECRETS_KEY_FILE, and names the file variable, not the key, when it holds a bad one', () => {
+    const key = randomBytes(32)
+    const good = join(temporaryFolder(), 'webhook-key')
+    writeFileSync(good, `${key.toString('base64')}\n`)
+    const bad = join(temporaryFolder(), 'webhook-key')
+    writeFileSync(bad, 'not a key\n')
+
+    expect(loadConfig({ WEBHOOK_SECRETS_KEY_FILE: good, WEBHOOK_SECRETS_KEY: 'ignored' }, false).webhooks.secretsKey).toEqual(key)
+    expect(problemsOf({ WEBHOOK_SECRETS_KEY_FILE: bad }).map((problem) => problem.message))
+      .toEqual(['WEBHOOK_SECRETS_KEY_FILE must hold 32 bytes as 64 hexadecimal digits or as base64 (openssl rand -base64 32)'])
+  })
+
+  it('accepts the shortest lease, 11000 ms: longer than a delivery may take', () => {
+    expect(loadConfig({ WEBHOOK_LEASE_MS: '11000' }, false).webhooks.leaseMs).toBe(11_000)
   })
 })
 

@@ -33,8 +33,9 @@ describe('The OpenAPI document', () => {
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
     expect(Object.keys(components.schemas).sort()).toEqual([
-      'AccessToken', 'CreatedAccessToken', 'Error', 'Health', 'NewAccessToken', 'NewPlant', 'Plant', 'PlantPatch',
-      'PlantReplacement', 'StoredPlant'
+      'AccessToken', 'CreatedAccessToken', 'CreatedWebhookSubscription', 'DeliveryAttempt', 'Error', 'Health', 'NewAccessToken',
+      'NewPlant', 'NewWebhookSubscription', 'Plant', 'PlantPatch', 'PlantReplacement', 'StoredPlant', 'WebhookSubscription',
+      'WebhookSubscriptionStatus'
     ])
     expect(components.schemas.StoredPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.required).toEqual(['id', 'name'])
@@ -60,7 +61,12 @@ describe('The OpenAPI document', () => {
     ['/admin/tokens', 'post', 'createAccessToken', 'tokens', 'admin', ['201', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'CreatedAccessToken'],
     ['/admin/tokens', 'get', 'listAccessTokens', 'tokens', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
     ['/admin/tokens/{id}', 'get', 'getAccessToken', 'tokens', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'AccessToken'],
-    ['/admin/tokens/{id}', 'delete', 'revokeAccessToken', 'tokens', 'admin', ['204', '400', '401', '403', '404', '409', '413', '415', '429', '500', '503'], undefined]
+    ['/admin/tokens/{id}', 'delete', 'revokeAccessToken', 'tokens', 'admin', ['204', '400', '401', '403', '404', '409', '413', '415', '429', '500', '503'], undefined],
+    ['/admin/webhooks', 'post', 'createWebhookSubscription', 'webhooks', 'admin', ['201', '400', '401', '403', '413', '415', '429', '500', '503'], 'CreatedWebhookSubscription'],
+    ['/admin/webhooks', 'get', 'listWebhookSubscriptions', 'webhooks', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
+    ['/admin/webhooks/{id}', 'get', 'getWebhookSubscription', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'WebhookSubscriptionStatus'],
+    ['/admin/webhooks/{id}', 'delete', 'deleteWebhookSubscription', 'webhooks', 'admin', ['204', '400', '401', '403', '404', '413', '415', '429', '500', '503'], undefined],
+    ['/admin/webhooks/{id}/deliveries', 'get', 'listWebhookDeliveries', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], undefined]
   ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement with its scope', async (path, method, operationId, tag, scope, statuses, success) => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
@@ -102,6 +108,82 @@ describe('The OpenAPI document', () => {
     expect(paths['/plants'].get.responses['200'].content['application/json'].schema).toEqual({
       type: 'array', items: { $ref: '#/components/schemas/StoredPlant' }, description: expect.any(String)
     })
+  })
+
+  it('documents the webhook subscription operations: the secret-bearing 201, the uuid id, the deliveries page and its Link', async () => {
+    const app = await buildTestApp()
+    const { paths, components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+    const idParameter = expect.objectContaining({ in: 'path', name: 'id', required: true, schema: { type: 'string', format: 'uuid' } })
+
+    expect(paths['/admin/webhooks'].post.requestBody).toEqual({
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/NewWebhookSubscription' } } }, required: true
+    })
+    expect(Object.keys(paths['/admin/webhooks'].post.responses['201'].headers).sort()).toEqual(['Cache-Control', 'Location'])
+    expect(paths['/admin/webhooks'].get.responses['200'].content['application/json'].schema).toEqual({
+      type: 'array', items: { $ref: '#/components/schemas/WebhookSubscription' }, description: expect.any(String)
+    })
+    expect(paths['/admin/webhooks/{id}'].get.parameters).toEqual([idParameter])
+    expect(paths['/admin/webhooks/{id}'].delete.parameters).toEqual([idParameter])
+    const deliveries = paths['/admin/webhooks/{id}/deliveries'].get
+    expect(deliveries.parameters).toEqual([
+      expect.objectContaining({ in: 'query', name: 'limit', schema: expect.objectContaining({ type: 'integer', minimum: 1, maximum: 1000, default: 100 }) }),
+      expect.objectContaining({ in: 'query', name: 'after', schema: expect.objectContaining({ type: 'integer', format: 'int64' }) }),
+      idParameter
+    ])
+    expect(Object.keys(deliveries.responses['200'].headers)).toEqual(['Link'])
+    expect(deliveries.responses['200'].content['application/json'].schema).toEqual({
+      type: 'array', items: { $ref: '#/components/schemas/DeliveryAttempt' }, description: expect.any(String)
+    })
+    expect(components.schemas.NewWebhookSubscription.required).toEqual(['url'])
+    expect(components.schemas.NewWebhookSubscription.properties.events).toMatchObject({
+      type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: ['plant.created', 'plant.updated', 'plant.deleted'] }
+    })
+    expect(components.schemas.CreatedWebhookSubscription.required).toEqual(['id', 'url', 'events', 'createdAt', 'secret'])
+    expect(components.schemas.WebhookSubscription.properties.secret).toBeUndefined()
+    expect(components.schemas.WebhookSubscriptionStatus.required).toEqual(['id', 'url', 'events', 'createdAt', 'pending', 'delivered', 'failed'])
+    expect(components.schemas.DeliveryAttempt.required).toEqual(['id', 'eventId', 'type', 'attempt', 'at'])
+  })
+
+  it('describes the events it posts under `webhooks`, plant.created being the upstream /plant/webhook callback', async () => {
+    const app = await buildTestApp()
+    const { webhooks, tags } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+    const header = (name: string, schema: object) => ({ name, in: 'header', required: true, description: expect.any(String), schema })
+    const event = (type: string, operationId: string, requestBody: object) => ({
+      post: {
+        operationId,
+        summary: expect.any(String),
+        description: expect.stringContaining(`\`${type}\``),
+        tags: ['webhooks'],
+        security: [],
+        parameters: [
+          header('webhook-id', { type: 'string', pattern: '^msg_[0-9a-f]{32}$', examples: [expect.stringMatching(/^msg_[0-9a-f]{32}$/)] }),
+          header('webhook-timestamp', { type: 'integer', format: 'int64', examples: [expect.any(Number)] }),
+          header('webhook-signature', { type: 'string', pattern: '^v1,[A-Za-z0-9+/]{43}=$', examples: [expect.stringMatching(/^v1,[A-Za-z0-9+/]{43}=$/)] }),
+          header('webhook-event', { type: 'string', enum: [type] })
+        ],
+        requestBody: { required: true, ...requestBody },
+        responses: {
+          '2XX': { description: expect.stringContaining('delivered') },
+          410: { description: expect.stringContaining('disabled') },
+          default: { description: expect.stringContaining('sent again') }
+        }
+      }
+    })
+    const newPlantBody = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPlant' } } } })
+
+    expect(Object.keys(webhooks)).toEqual(['plant.created', 'plant.updated', 'plant.deleted'])
+    expect(webhooks['plant.created']).toEqual(event('plant.created', 'plantCreatedWebhook', newPlantBody('Plant added to the store')))
+    expect(webhooks['plant.created'].post.description).toMatch(/^Information about a new plant added to the store/)
+    expect(webhooks['plant.updated']).toEqual(event('plant.updated', 'plantUpdatedWebhook', newPlantBody('The plant after the change')))
+    expect(webhooks['plant.deleted']).toEqual(event('plant.deleted', 'plantDeletedWebhook', {
+      description: expect.any(String),
+      content: {
+        'application/json': {
+          schema: { type: 'object', required: ['id'], properties: { id: expect.objectContaining({ type: 'integer', format: 'int64' }) } }
+        }
+      }
+    }))
+    expect(tags).toContainEqual({ name: 'webhooks', description: expect.any(String) })
   })
 
   it('never shows a token or a digest in an example', async () => {

@@ -53,6 +53,8 @@ function describe (error: ValueError, part: string): string {
   if (error.type === ValueErrorType.ObjectRequiredProperty) return `${subject} is required`
   if (error.type === ValueErrorType.ArrayMinItems) return `${subject} must not be empty`
   if (error.type === ValueErrorType.ArrayUniqueItems) return `${subject} must not hold the same value twice`
+  if (error.type === ValueErrorType.StringFormat && error.schema.format === 'uri') return `${subject} must be an absolute http or https URL`
+  if (error.type === ValueErrorType.StringMaxLength) return `${subject} must be at most ${error.schema.maxLength} characters long`
   switch (error.schema[Kind]) {
     case 'Scope':
       return `${subject} must be one of ${SCOPES.join(', ')}`

@@ -12,7 +12,8 @@ for (const [network, prefix] of [
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]
 ] as const) internal.addSubnet(network, prefix, 'ipv4')
 for (const [network, prefix] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b:1::', 48], ['2001:db8::', 32]
+  // ::/96 (IPv4-compatible), NAT64 and 6to4 carry an IPv4 address a gateway may reach: refused whole.
+  ['::', 96], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16], ['2001:db8::', 32]
 ] as const) internal.addSubnet(network, prefix, 'ipv6')
 
 export function isInternalAddress (address: string): boolean {

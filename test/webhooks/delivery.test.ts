@@ -1,7 +1,72 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
+import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
+import { newSigningSecret } from '../../src/webhooks/secrets.js'
 import { backends, bearer, buildTestApp, postPlant } from '../helper.js'
-import { WebhookReceiver } from './receiver.js'
-import { subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
+import { WebhookReceiver, type ReceivedDelivery } from './receiver.js'
+import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
+
+const ISO_TIME = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+const ATTEMPT_ID = expect.stringMatching(/^[0-9]+$/)
+
+interface SubscriptionStatus {
+  id: string
+  url: string
+  events: string[]
+  createdAt: string
+  disabledAt?: string
+  disabledReason?: string
+  pending: number
+  delivered: number
+  failed: number
+  lastError?: { at: string, message: string }
+}
+
+interface DeliveryAttempt {
+  id: string
+  eventId: string
+  type: string
+  attempt: number
+  statusCode?: number
+  error?: string
+  at: string
+}
+
+async function subscriptionStatus (app: FastifyInstance, id: string): Promise<SubscriptionStatus> {
+  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
+  expect(response.statusCode, response.body).toBe(200)
+  return response.json()
+}
+
+async function deliveryAttempts (app: FastifyInstance, id: string): Promise<DeliveryAttempt[]> {
+  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}/deliveries?limit=1000`, headers: bearer(ADMIN_TOKEN) })
+  expect(response.statusCode, response.body).toBe(200)
+  expect(response.headers.link).toBeUndefined()
+  return response.json()
+}
+
+/** Reads until `done` holds for what was read, and returns that; fails after `timeoutMs`. */
+async function waitFor<T> (read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms; last read: ${JSON.stringify(value)}`)
+    await sleep(25)
+  }
+}
+
+function sendPlant (app: FastifyInstance, method: 'PUT' | 'PATCH', id: string, payload: string) {
+  const contentType = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json'
+  return app.inject({ method, url: `/plants/${id}`, headers: { ...bearer(), 'content-type': contentType }, payload })
+}
+
+const attemptsOfEvent = (attempts: readonly DeliveryAttempt[], eventId: string) =>
+  attempts.filter((attempt) => attempt.eventId === eventId).sort((a, b) => a.attempt - b.attempt)
+
+const contentOf = ({ type, body, verified }: ReceivedDelivery) => ({ type, body, verified })
 
 describe.each(backends)('webhook deliveries ($name)', (backend) => {
   it('sends one signed event per write that changed a plant, in commit order, and none for writes that changed nothing', async () => {
@@ -33,5 +98,185 @@ describe.each(backends)('webhook deliveries ($name)', (backend) => {
       expect(delivery.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/)
       expect(Math.abs(delivery.timestamp - Date.now() / 1000)).toBeLessThan(5)
     }
+  })
+
+  it('retries an event the receiver failed with the same webhook-id and body, and reports each attempt', async () => {
+    const app = await buildTestApp({ store: await backend.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const receiver = await WebhookReceiver.start()
+    const subscriptionId = await subscribe(app, receiver)
+    receiver.answerWith((delivery) => ({ status: receiver.deliveries.filter(({ id }) => id === delivery.id).length <= 2 ? 500 : 204 }))
+
+    expect((await postPlant(app, '{"id":-9223372036854775808,"name":"Monstera","tag":"tropical"}')).statusCode).toBe(200)
+
+    const deliveries = await receiver.waitForDeliveries(3)
+    const status = await waitFor(() => subscriptionStatus(app, subscriptionId), ({ delivered }) => delivered === 1)
+    expect(deliveries).toHaveLength(3)
+    const eventId = deliveries[0]!.id
+    expect(deliveries.map((delivery) => ({ id: delivery.id, ...contentOf(delivery) }))).toEqual(Array.from({ length: 3 }, () => (
+      { id: eventId, type: 'plant.created', body: '{"id":-9223372036854775808,"name":"Monstera","tag":"tropical"}', verified: true }
+    )))
+    const [first, second, third] = deliveries as [ReceivedDelivery, ReceivedDelivery, ReceivedDelivery]
+    expect(second.timestamp).toBeGreaterThanOrEqual(first.timestamp)
+    expect(third.timestamp).toBeGreaterThanOrEqual(second.timestamp)
+
+    expect(status).toEqual({
+      id: subscriptionId,
+      url: receiver.url,
+      events: ['plant.created', 'plant.updated', 'plant.deleted'],
+      createdAt: ISO_TIME,
+      pending: 0,
+      delivered: 1,
+      failed: 0,
+      lastError: { message: 'HTTP 500', at: ISO_TIME }
+    })
+    const attempts = await deliveryAttempts(app, subscriptionId)
+    expect(attempts).toEqual([3, 2, 1].map((attempt) => ({
+      id: ATTEMPT_ID, eventId, type: 'plant.created', attempt, statusCode: attempt === 3 ? 204 : 500, at: ISO_TIME
+    })))
+    const ids = attempts.map(({ id }) => BigInt(id))
+    expect(ids[0]! > ids[1]! && ids[1]! > ids[2]!).toBe(true)
+    // Retried after 200 ms, then 400 ms, each ±20 %.
+    const [thirdAt, secondAt, firstAt] = attempts.map(({ at }) => Date.parse(at)) as [number, number, number]
+    expect(secondAt - firstAt).toBeGreaterThanOrEqual(160)
+    expect(thirdAt - secondAt).toBeGreaterThanOrEqual(320)
+    expect(status.lastError?.at).toBe(attempts[1]!.at)
+  })
+
+  it('delivers every event exactly once when the receiver comes back after refusing connections for a while', async () => {
+    const app = await buildTestApp({ store: await backend.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const receiver = await WebhookReceiver.start()
+    const subscriptionId = await subscribe(app, receiver)
+    await receiver.stop()
+
+    const bodies = [1, 2, 3, 4, 5].map((n) => `{"id":${n},"name":"Seedling ${n}"}`)
+    for (const body of bodies) expect((await postPlant(app, body)).statusCode).toBe(200)
+    await sleep(1500)
+    const duringOutage = await deliveryAttempts(app, subscriptionId)
+    expect(new Set(duringOutage.map(({ eventId }) => eventId)).size).toBe(5)
+    for (const attempt of duringOutage) {
+      expect(attempt).toEqual({ id: ATTEMPT_ID, eventId: expect.any(String), type: 'plant.created', attempt: expect.any(Number), error: expect.stringContaining('ECONNREFUSED'), at: ISO_TIME })
+    }
+    await receiver.restart()
+
+    await receiver.waitForDeliveries(5, 5000)
+    const status = await waitFor(() => subscriptionStatus(app, subscriptionId), ({ delivered }) => delivered === 5)
+    expect(status).toMatchObject({ pending: 0, delivered: 5, failed: 0, lastError: { message: expect.stringContaining('ECONNREFUSED'), at: ISO_TIME } })
+    // Nothing is pending any more, so nothing else can arrive.
+    expect(receiver.deliveries).toHaveLength(5)
+    expect(new Set(receiver.deliveries.map(({ id }) => id)).size).toBe(5)
+    expect(receiver.deliveries.map(contentOf).sort((a, b) => a.body.localeCompare(b.body)))
+      .toEqual(bodies.map((body) => ({ type: 'plant.created', body, verified: true })))
+
+    const attempts = await deliveryAttempts(app, subscriptionId)
+    for (const delivery of receiver.deliveries) {
+      const ofEvent = attemptsOfEvent(attempts, delivery.id)
+      expect(ofEvent.length).toBeGreaterThanOrEqual(2)
+      expect(ofEvent.map(({ attempt }) => attempt)).toEqual(ofEvent.map((_attempt, index) => index + 1))
+      const last = ofEvent.pop()
+      expect(last).toEqual({ id: ATTEMPT_ID, eventId: delivery.id, type: 'plant.created', attempt: ofEvent.length + 1, statusCode: 204, at: ISO_TIME })
+      for (const failed of ofEvent) expect(failed.error).toContain('ECONNREFUSED')
+    }
+  })
+
+  it('disables the subscription when the receiver answers 410 Gone, drops its pending events and records no more', async () => {
+    const app = await buildTestApp({ store: await backend.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const receiver = await WebhookReceiver.start()
+    const subscriptionId = await subscribe(app, receiver)
+    receiver.answerWith(() => ({ status: 410, delayMs: 500 }))
+
+    expect((await postPlant(app, '{"id":41,"name":"Orchid"}')).statusCode).toBe(200)
+    await receiver.waitForDeliveries(1)
+    // Recorded while the first event of the same plant is under way, so it waits behind it.
+    expect((await sendPlant(app, 'PUT', '41', '{"name":"Moth orchid"}')).statusCode).toBe(200)
+
+    const status = await waitFor(() => subscriptionStatus(app, subscriptionId), ({ disabledAt }) => disabledAt !== undefined)
+    expect(status).toEqual({
+      id: subscriptionId,
+      url: receiver.url,
+      events: ['plant.created', 'plant.updated', 'plant.deleted'],
+      createdAt: ISO_TIME,
+      disabledAt: ISO_TIME,
+      disabledReason: 'the receiver answered 410 Gone',
+      pending: 0,
+      delivered: 0,
+      failed: 2,
+      lastError: { message: 'HTTP 410', at: status.disabledAt }
+    })
+
+    expect((await postPlant(app, '{"id":42,"name":"Aloe"}')).statusCode).toBe(200)
+    expect((await sendPlant(app, 'PATCH', '41', '{"tag":"epiphyte"}')).statusCode).toBe(200)
+    await sleep(1000)
+    expect(receiver.deliveries.map(contentOf)).toEqual([{ type: 'plant.created', body: '{"id":41,"name":"Orchid"}', verified: true }])
+    expect(await subscriptionStatus(app, subscriptionId)).toEqual(status)
+    expect(await deliveryAttempts(app, subscriptionId)).toEqual([
+      { id: ATTEMPT_ID, eventId: receiver.deliveries[0]!.id, type: 'plant.created', attempt: 1, statusCode: 410, at: status.disabledAt }
+    ])
+  })
+
+  it('holds back a plant\'s later events while its first is retried, in commit order, without holding back other plants', async () => {
+    const app = await buildTestApp({ store: await backend.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const receiver = await WebhookReceiver.start()
+    const subscriptionId = await subscribe(app, receiver)
+    const isFirstEventOfA = (delivery: ReceivedDelivery) => delivery.type === 'plant.created' && delivery.body.startsWith('{"id":101,')
+    receiver.answerWith((delivery) => ({ status: isFirstEventOfA(delivery) && receiver.deliveries.filter(isFirstEventOfA).length <= 2 ? 500 : 204 }))
+
+    expect((await postPlant(app, '{"id":101,"name":"Cactus A"}')).statusCode).toBe(200)
+    await receiver.waitForDeliveries(1)
+    expect((await sendPlant(app, 'PUT', '101', '{"name":"Cactus A2"}')).statusCode).toBe(200)
+    expect((await sendPlant(app, 'PATCH', '101', '{"tag":"desert"}')).statusCode).toBe(200)
+    expect((await postPlant(app, '{"id":202,"name":"Basil B"}')).statusCode).toBe(200)
+    expect((await sendPlant(app, 'PUT', '202', '{"name":"Basil B2","tag":"herb"}')).statusCode).toBe(200)
+
+    await receiver.waitForDeliveries(7)
+    await waitFor(() => subscriptionStatus(app, subscriptionId), ({ delivered, pending }) => delivered === 5 && pending === 0)
+    const deliveries = receiver.deliveries
+    expect(deliveries).toHaveLength(7)
+    expect(deliveries.every(({ verified }) => verified)).toBe(true)
+    const ofA = deliveries.filter(({ body }) => body.startsWith('{"id":101,'))
+    const ofB = deliveries.filter(({ body }) => body.startsWith('{"id":202,'))
+    expect(ofA.map(contentOf)).toEqual([
+      { type: 'plant.created', body: '{"id":101,"name":"Cactus A"}', verified: true },
+      { type: 'plant.created', body: '{"id":101,"name":"Cactus A"}', verified: true },
+      { type: 'plant.created', body: '{"id":101,"name":"Cactus A"}', verified: true },
+      { type: 'plant.updated', body: '{"id":101,"name":"Cactus A2"}', verified: true },
+      { type: 'plant.updated', body: '{"id":101,"name":"Cactus A2","tag":"desert"}', verified: true }
+    ])
+    expect(new Set(ofA.map(({ id }) => id)).size).toBe(3)
+    expect(ofA[1]!.id).toBe(ofA[0]!.id)
+    expect(ofA[2]!.id).toBe(ofA[0]!.id)
+    expect(ofB.map(contentOf)).toEqual([
+      { type: 'plant.created', body: '{"id":202,"name":"Basil B"}', verified: true },
+      { type: 'plant.updated', body: '{"id":202,"name":"Basil B2","tag":"herb"}', verified: true }
+    ])
+    const arrival = (delivery: ReceivedDelivery) => deliveries.indexOf(delivery)
+    // B went out while A's first event was still being retried; A's updates only after it succeeded.
+    expect(ofB.map(arrival).every((index) => index > arrival(ofA[0]!) && index < arrival(ofA[2]!))).toBe(true)
+    expect(arrival(ofA[3]!)).toBeGreaterThan(arrival(ofA[2]!))
+    expect(arrival(ofA[4]!)).toBeGreaterThan(arrival(ofA[3]!))
+  })
+
+  it('refuses at delivery time to connect to a loopback address, named or written out, when private networks are not allowed', async () => {
+    const store = await backend.open()
+    const app = await buildTestApp({ store, tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: { ...WEBHOOK_TEST_CONFIG, allowPrivateNetworks: false } } })
+    const receiver = await WebhookReceiver.start()
+    const subscriptions = [
+      { url: receiver.url, refusal: /^EWEBHOOKINTERNAL 127\.0\.0\.1 resolves to 127\.0\.0\.1, an internal address \(WEBHOOK_ALLOW_PRIVATE_NETWORKS is not true\)$/ },
+      { url: `http://localhost:${receiver.port}/hooks`, refusal: /^EWEBHOOKINTERNAL localhost resolves to (127\.0\.0\.1|::1), an internal address \(WEBHOOK_ALLOW_PRIVATE_NETWORKS is not true\)$/ }
+    ].map((subscription) => ({ ...subscription, id: randomUUID() }))
+    for (const { id, url } of subscriptions) {
+      // Stored directly: the API would refuse these URLs (400) before any delivery.
+      await store.webhooks.createSubscription({ id, url, events: [...WEBHOOK_EVENT_TYPES], createdAt: Date.now(), storedSecret: newSigningSecret() })
+    }
+
+    expect((await postPlant(app, '{"id":7,"name":"Ivy"}')).statusCode).toBe(200)
+
+    for (const { id, refusal } of subscriptions) {
+      const attempts = await waitFor(() => deliveryAttempts(app, id), (page) => page.length >= 2)
+      expect(attempts).toEqual(attempts.map((_attempt, index) => ({
+        id: ATTEMPT_ID, eventId: expect.stringMatching(/^msg_[0-9a-f]{32}$/), type: 'plant.created', attempt: attempts.length - index, error: expect.stringMatching(refusal), at: ISO_TIME
+      })))
+      expect(await subscriptionStatus(app, id)).toMatchObject({ pending: 1, delivered: 0, failed: 0, lastError: { message: expect.stringMatching(refusal) } })
+    }
+    expect(receiver.deliveries).toEqual([])
   })
 })

@@ -27,6 +27,7 @@ export class WebhookReceiver {
   private secret: string | undefined
   private answer: Answer = () => ({ status: 204 })
   private readonly server: Server
+  private listeningPort = 0
 
   private constructor () {
     this.server = createServer((request, response) => {
@@ -53,12 +54,18 @@ export class WebhookReceiver {
   static async start (): Promise<WebhookReceiver> {
     const receiver = new WebhookReceiver()
     await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve))
+    receiver.listeningPort = (receiver.server.address() as AddressInfo).port
     onTestFinished(() => receiver.close())
     return receiver
   }
 
+  /** The port on 127.0.0.1, the same after `stop` and `restart`. */
+  get port (): number {
+    return this.listeningPort
+  }
+
   get url (): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hooks`
+    return `http://127.0.0.1:${this.listeningPort}/hooks`
   }
 
   /** The signing secret deliveries are verified with (the one a subscription's creation returned). */
@@ -80,7 +87,24 @@ export class WebhookReceiver {
     return this.deliveries
   }
 
+  /** Closes the port, so connections to it are refused, until `restart`; what arrived is kept. */
+  async stop (): Promise<void> {
+    await this.close()
+  }
+
+  /** Listens again on the port it had before `stop`. */
+  async restart (): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject)
+      this.server.listen(this.listeningPort, '127.0.0.1', () => {
+        this.server.off('error', reject)
+        resolve()
+      })
+    })
+  }
+
   async close (): Promise<void> {
+    if (!this.server.listening) return
     this.server.closeAllConnections()
     await new Promise((resolve) => this.server.close(resolve))
   }
