@@ -152,6 +152,8 @@ describe('Concurrent conditional writes across two instances on one PostgreSQL d
 
   it('let exactly one of create-only PUTs, split between the instances, create the plant', async () => {
     const { apps: [first, second], writeBatches } = await twoInstances()
+    // Both instances have read the plant once (and so have a connection ready for the race).
+    for (const app of [first, second]) expect((await get(app, 11)).statusCode).toBe(404)
 
     const answers = await Promise.all(Array.from({ length: RACERS }, (_, index) =>
       put(index % 2 === 0 ? first : second, 11, { name: `first come ${index}`, tag: 'race' }, { 'if-none-match': '*' })))

@@ -1,4 +1,5 @@
 import { createHmac, randomUUID } from 'node:crypto'
+import { setMaxListeners } from 'node:events'
 import { isIP } from 'node:net'
 import type { Readable } from 'node:stream'
 import { Agent, request } from 'undici'
@@ -31,6 +32,11 @@ const DELIVERY_TIMEOUT_MS = 10_000
 /** Of a receiver's answer only this much is read; a longer one is cut off with its connection. */
 const MAX_RESPONSE_BYTES = 4096
 const ATTEMPT_RETENTION_MS = 7 * 24 * 3600_000
+/**
+ * Outcomes are recorded together, at most this long after the first of them: one transaction for tens
+ * of attempts rather than a few costs the store a fraction of the page writes (docs/benchmarks.md).
+ */
+const SETTLE_GATHER_MS = 10
 const PRUNE_EVERY_MS = 10 * 60_000
 
 /**
@@ -47,6 +53,7 @@ export class WebhookDispatcher {
   private readonly deliveries = new Set<Promise<void>>()
   private readonly toSettle: SettledAttempt[] = []
   private settling: Promise<void> | undefined
+  private settleTimer: NodeJS.Timeout | undefined
   private claiming = false
   private timer: NodeJS.Timeout | undefined
   private lastPrune = 0
@@ -58,6 +65,8 @@ export class WebhookDispatcher {
     private readonly log: DispatcherLog,
     private readonly userAgent: string
   ) {
+    // Every delivery under way listens to this one signal.
+    setMaxListeners(options.concurrency + 10, this.stopping.signal)
     this.agent = new Agent({
       connections: options.concurrency,
       keepAliveTimeout: 30_000,
@@ -90,6 +99,9 @@ export class WebhookDispatcher {
     this.stopping.abort()
     clearTimeout(this.timer)
     await Promise.allSettled(this.deliveries)
+    clearTimeout(this.settleTimer)
+    this.settleTimer = undefined
+    this.settleAll()
     while (this.settling !== undefined) await this.settling
     await this.agent.destroy()
   }
@@ -128,10 +140,18 @@ export class WebhookDispatcher {
       this.inFlight--
       this.deliveries.delete(done)
       this.toSettle.push(settled)
-      this.settleAll()
+      this.settleSoon()
       if (this.inFlight <= this.options.concurrency / 2) this.wake()
     })
     this.deliveries.add(done)
+  }
+
+  private settleSoon (): void {
+    if (this.settleTimer !== undefined || this.settling !== undefined || this.stopping.signal.aborted) return
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = undefined
+      this.settleAll()
+    }, SETTLE_GATHER_MS)
   }
 
   private settleAll (): void {
@@ -144,7 +164,8 @@ export class WebhookDispatcher {
       })
       .finally(() => {
         this.settling = undefined
-        this.settleAll()
+        if (this.stopping.signal.aborted) this.settleAll()
+        else this.settleSoon()
       })
   }
 
@@ -206,19 +227,24 @@ export class WebhookDispatcher {
         'webhook-event': delivery.type
       },
       body: delivery.body,
-      signal: AbortSignal.any([AbortSignal.timeout(DELIVERY_TIMEOUT_MS), this.stopping.signal])
+      // The agent's headersTimeout bounds the wait for the status to 10 s; a timer per delivery
+      // (AbortSignal.timeout) cost more than the HMAC.
+      signal: this.stopping.signal
     })
-    await readAtMost(response.body, MAX_RESPONSE_BYTES)
+    await readAtMost(response.body, MAX_RESPONSE_BYTES, at + DELIVERY_TIMEOUT_MS)
     return response.statusCode
   }
 }
 
-/** Reads and drops a response body, so its connection can serve the next delivery, unless it is too long. */
-async function readAtMost (body: Readable, limit: number): Promise<void> {
+/**
+ * Reads and drops a response body, so its connection can serve the next delivery, unless it is longer
+ * than `limit` or still arriving at `deadline`: then the connection is closed instead.
+ */
+async function readAtMost (body: Readable, limit: number, deadline: number): Promise<void> {
   let read = 0
   for await (const chunk of body) {
     read += (chunk as Buffer).length
-    if (read > limit) {
+    if (read > limit || Date.now() > deadline) {
       body.destroy()
       return
     }
@@ -227,7 +253,7 @@ async function readAtMost (body: Readable, limit: number): Promise<void> {
 
 function describe (error: unknown): string {
   if (error instanceof Error) {
-    if (error.name === 'TimeoutError') return `no answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
+    if ((error as { code?: unknown }).code === 'UND_ERR_HEADERS_TIMEOUT') return `no answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
     const cause = error.cause instanceof Error ? `: ${error.cause.message}` : ''
     const code = (error as { code?: unknown }).code
     return `${typeof code === 'string' ? `${code} ` : ''}${error.message}${cause}`.slice(0, 500)
