@@ -201,15 +201,18 @@ export type PlantIdParams = Static<typeof PlantIdParams>
 export const DEFAULT_PAGE_SIZE = 100
 export const MAX_PAGE_SIZE = 1000
 
+/** The `limit` query parameter of a keyset page of `items`. */
+const PageLimit = (items: string) => Type.Optional(IntegerText({
+  format: 'int32',
+  minimum: 1,
+  maximum: MAX_PAGE_SIZE,
+  default: DEFAULT_PAGE_SIZE,
+  description: `How many ${items} a page holds at most`,
+  examples: [DEFAULT_PAGE_SIZE]
+}))
+
 export const PageQuery = Type.Object({
-  limit: Type.Optional(IntegerText({
-    format: 'int32',
-    minimum: 1,
-    maximum: MAX_PAGE_SIZE,
-    default: DEFAULT_PAGE_SIZE,
-    description: 'How many plants a page holds at most',
-    examples: [DEFAULT_PAGE_SIZE]
-  })),
+  limit: PageLimit('plants'),
   after: Type.Optional(IntegerText({
     format: 'int64',
     description: 'Exclusive cursor: the page starts with the first plant whose id is greater (it need not exist)',
@@ -403,14 +406,7 @@ export const WebhookIdParams = Type.Object({
 export type WebhookIdParams = Static<typeof WebhookIdParams>
 
 export const DeliveryAttemptQuery = Type.Object({
-  limit: Type.Optional(IntegerText({
-    format: 'int32',
-    minimum: 1,
-    maximum: MAX_PAGE_SIZE,
-    default: DEFAULT_PAGE_SIZE,
-    description: 'How many attempts a page holds at most',
-    examples: [DEFAULT_PAGE_SIZE]
-  })),
+  limit: PageLimit('attempts'),
   after: Type.Optional(IntegerText({
     format: 'int64',
     description: 'Exclusive cursor: the page starts with the newest attempt whose id is smaller',
