@@ -341,12 +341,6 @@ class MemoryWebhookStore implements WebhookStore {
     }
   }
 
-  async backlog (): Promise<number> {
-    let pending = 0
-    for (const row of this.outbox.values()) if (row.failedAt === undefined) pending++
-    return pending
-  }
-
   async pruneAttempts (before: number): Promise<number> {
     const kept = this.attempts.filter((attempt) => attempt.at >= before)
     const pruned = this.attempts.length - kept.length

@@ -419,10 +419,6 @@ function postgresWebhookStore (query: Query, transaction: Transact): WebhookStor
         for (const attempt of attempts) if (attempt.result !== 'delivered') await settleUndelivered(client, owner, attempt)
       })
     },
-    async backlog () {
-      const { rows } = await query<{ count: bigint }>({ text: 'SELECT count(*) FROM webhook_outbox WHERE failed_at IS NULL' })
-      return Number(rows[0]?.count ?? 0)
-    },
     async pruneAttempts (before) {
       const { rowCount } = await query({ text: 'DELETE FROM webhook_attempts WHERE at < $1', values: [before] })
       return rowCount ?? 0

@@ -209,7 +209,6 @@ function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookS
   // Spares the writer thread a transaction when nothing is due, which is most of the dispatcher's polls.
   const anyDue = db.prepare<[bigint, bigint], number>(
     'SELECT 1 FROM webhook_outbox WHERE failed_at IS NULL AND next_attempt_at <= ? AND lease_until <= ? LIMIT 1').pluck(true)
-  const countBacklog = db.prepare<[], bigint>('SELECT count(*) FROM webhook_outbox WHERE failed_at IS NULL').pluck(true)
   const command = async (name: WebhookCommand, argument: unknown): Promise<unknown> => {
     try {
       return await writer.webhookCommand(name, argument)
@@ -256,9 +255,6 @@ function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookS
           delivery: { id: delivery.id, subscriptionId: delivery.subscriptionId, eventId: delivery.eventId, type: delivery.type, attempts: delivery.attempts }
         }))
       })
-    },
-    async backlog () {
-      return Number(unlessTransient(() => countBacklog.get()))
     },
     async pruneAttempts (before) {
       return await command('pruneAttempts', before) as number

@@ -106,8 +106,6 @@ export interface WebhookStore {
   claim (request: ClaimRequest): Promise<ClaimedDelivery[]>
   /** Records the attempts and their results in one transaction; an attempt whose lease was lost changes nothing. */
   settle (owner: string, attempts: readonly SettledAttempt[]): Promise<void>
-  /** Outbox rows still to deliver, over all subscriptions. */
-  backlog (): Promise<number>
   /** Deletes attempts recorded before `before`; returns how many. */
   pruneAttempts (before: number): Promise<number>
   /** The stored secrets, to check at start that WEBHOOK_SECRETS_KEY opens them. */

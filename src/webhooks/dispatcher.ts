@@ -54,7 +54,9 @@ export class WebhookDispatcher {
   private readonly toSettle: SettledAttempt[] = []
   private settling: Promise<void> | undefined
   private settleTimer: NodeJS.Timeout | undefined
-  private claiming = false
+  /** The claim under way, if any: deliveries start only from its end. */
+  private claiming: Promise<void> | undefined
+  private outboxUnreadable = false
   private timer: NodeJS.Timeout | undefined
   private lastPrune = 0
 
@@ -98,6 +100,7 @@ export class WebhookDispatcher {
   async stop (): Promise<void> {
     this.stopping.abort()
     clearTimeout(this.timer)
+    await this.claiming
     await Promise.allSettled(this.deliveries)
     clearTimeout(this.settleTimer)
     this.settleTimer = undefined
@@ -114,24 +117,30 @@ export class WebhookDispatcher {
 
   private async claimAndDeliver (): Promise<void> {
     const free = this.options.concurrency - this.inFlight
-    if (this.claiming || free <= 0 || this.stopping.signal.aborted) return
-    this.claiming = true
+    if (this.claiming !== undefined || free <= 0 || this.stopping.signal.aborted) return
     let claimed: ClaimedDelivery[] = []
-    try {
-      const now = Date.now()
-      if (now - this.lastPrune > PRUNE_EVERY_MS) {
-        this.lastPrune = now
-        await this.store.pruneAttempts(now - ATTEMPT_RETENTION_MS)
+    this.claiming = (async () => {
+      try {
+        const now = Date.now()
+        if (now - this.lastPrune > PRUNE_EVERY_MS) {
+          this.lastPrune = now
+          await this.store.pruneAttempts(now - ATTEMPT_RETENTION_MS)
+        }
+        claimed = await this.store.claim({ owner: this.owner, now, leaseMs: this.options.leaseMs, limit: free })
+        if (this.outboxUnreadable) this.log.warn({}, 'webhooks: the outbox can be read again')
+        this.outboxUnreadable = false
+      } catch (error) {
+        // Said once per outage, not at every poll.
+        if (!this.outboxUnreadable) this.log.warn({ err: error }, 'webhooks: cannot read the outbox; trying again every poll')
+        this.outboxUnreadable = true
       }
-      claimed = await this.store.claim({ owner: this.owner, now, leaseMs: this.options.leaseMs, limit: free })
-    } catch (error) {
-      this.log.warn({ err: error }, 'webhooks: cannot read the outbox; trying again shortly')
-    } finally {
-      this.claiming = false
-    }
-    for (const delivery of claimed) this.deliver(delivery)
-    // A full claim means more may be due: claim again as slots free up (deliver does); otherwise poll.
-    if (claimed.length < free) this.later()
+      // Claimed during a stop, they fail at once and go back to the outbox with the others.
+      for (const delivery of claimed) this.deliver(delivery)
+    })()
+    await this.claiming
+    this.claiming = undefined
+    // Deliveries that end free their slots and wake this at once; the poll covers everything else.
+    this.later()
   }
 
   private deliver (delivery: ClaimedDelivery): void {

@@ -32,10 +32,6 @@ export class SecretUnreadableError extends Error {
 export class SecretBox {
   constructor (private readonly key: Buffer | undefined) {}
 
-  get seals (): boolean {
-    return this.key !== undefined
-  }
-
   seal (secret: string, subscriptionId: string): string {
     if (this.key === undefined) return secret
     const iv = randomBytes(IV_BYTES)

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { newSigningSecret } from '../../src/webhooks/secrets.js'
-import { backends, bearer, buildTestApp, postPlant } from '../helper.js'
+import { openSqliteStore } from '../../src/store/sqlite.js'
+import { backends, bearer, buildTestApp, postPlant, temporaryFolder } from '../helper.js'
 import { WebhookReceiver, type ReceivedDelivery } from './receiver.js'
 import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
 
@@ -278,5 +280,28 @@ describe.each(backends)('webhook deliveries ($name)', (backend) => {
       expect(await subscriptionStatus(app, id)).toMatchObject({ pending: 1, delivered: 0, failed: 0, lastError: { message: expect.stringMatching(refusal) } })
     }
     expect(receiver.deliveries).toEqual([])
+  })
+})
+
+describe('an instance with WEBHOOK_DELIVERY=false', () => {
+  it('records events that an instance on the same SQLite file delivers, and sends none itself', async () => {
+    const file = join(temporaryFolder(), 'plants.db')
+    const recording = await buildTestApp({
+      store: openSqliteStore(file),
+      tokens: WEBHOOK_TEST_TOKENS,
+      config: { webhooks: { ...WEBHOOK_TEST_CONFIG, deliver: false } }
+    })
+    const receiver = await WebhookReceiver.start()
+    const subscription = await subscribe(recording, receiver)
+
+    expect((await postPlant(recording, { id: 1, name: 'Aloe' })).statusCode).toBe(200)
+    await sleep(500)
+    expect(receiver.deliveries).toEqual([])
+    const status = await recording.inject({ method: 'GET', url: `/admin/webhooks/${subscription}`, headers: bearer(ADMIN_TOKEN) })
+    expect(status.json()).toMatchObject({ pending: 1, delivered: 0 })
+
+    await buildTestApp({ store: openSqliteStore(file), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const [delivery] = await receiver.waitForDeliveries(1)
+    expect(delivery).toMatchObject({ type: 'plant.created', body: '{"id":1,"name":"Aloe"}', verified: true })
   })
 })
