@@ -259,7 +259,7 @@ describe.each(SETUPS)('deploy/kubernetes/%s', (setup) => {
 
   it('runs the image on port 3000, named http, listening on every address', () => {
     const plantstore = container(setup)
-    expect(plantstore.image).toBe('plantstore:1.2.0')
+    expect(plantstore.image).toBe('plantstore:1.3.0')
     expect(plantstore.ports).toEqual([{ name: 'http', containerPort: 3000, protocol: 'TCP' }])
     expect(envValue(plantstore, 'PORT')).toBe('3000')
     expect(envValue(plantstore, 'HOST')).toBe('0.0.0.0')
