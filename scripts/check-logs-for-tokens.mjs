@@ -1,7 +1,7 @@
 // After `PLANTSTORE_TEST_LOG_LEVEL=trace vitest run`: no token that any test configures or presents, nor
 // its SHA-256 digest, may appear in any captured log line (the service's and the command line's). Tokens
 // are the string literals in test/ whose text says "token", and every token the service generates
-// (`pst_` and 43 base64url characters), whichever test made it.
+// (`pst_` and 43 base64url characters), whichever test made it; and no webhook signing secret (`whsec_`).
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -25,9 +25,11 @@ const leaked = [...tokens].filter((token) => {
   return logs.includes(token) || logs.toLowerCase().includes(digest.toString('hex')) || logs.includes(digest.toString('base64'))
 })
 const generated = logs.match(/pst_[A-Za-z0-9_-]{43}/g) ?? []
-console.log(`searched ${lines} log lines for ${tokens.size} tokens, their digests, and generated pst_ tokens`)
-if (leaked.length > 0 || generated.length > 0) {
-  console.error(`tokens or digests found in the logs: ${leaked.length}; generated tokens found: ${generated.length}`)
+const signingSecrets = logs.match(/whsec_[A-Za-z0-9+/]{20,}/g) ?? []
+console.log(`searched ${lines} log lines for ${tokens.size} tokens, their digests, generated pst_ tokens and whsec_ secrets`)
+if (leaked.length > 0 || generated.length > 0 || signingSecrets.length > 0) {
+  console.error(`tokens or digests found in the logs: ${leaked.length}; generated tokens found: ${generated.length}; ` +
+    `webhook signing secrets found: ${signingSecrets.length}`)
   process.exit(1)
 }
 if (lines < 1000) {

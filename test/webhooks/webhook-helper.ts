@@ -4,7 +4,7 @@ import { DEFAULT_WEBHOOK_CONFIG } from '../../src/config.js'
 import { bearer, TEST_TOKEN } from '../helper.js'
 import type { WebhookReceiver } from './receiver.js'
 
-export const ADMIN_TOKEN = 'plantstore-test-admin-7c1d9e'
+export const ADMIN_TOKEN = 'plantstore-test-admin-token-7c1d9e'
 /** TEST_TOKEN for the plants, ADMIN_TOKEN for /admin. */
 export const WEBHOOK_TEST_TOKENS = [`name=plants;scopes=plants:read+plants:write;${TEST_TOKEN}`, `name=admin;scopes=admin;${ADMIN_TOKEN}`]
 
