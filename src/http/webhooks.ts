@@ -58,7 +58,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
     const secret = newSigningSecret()
     const subscription: WebhookSubscriptionRecord = { id, url, events: [...events], createdAt: Date.now() }
     await webhooks.createSubscription({ ...subscription, storedSecret: secrets.seal(secret, id) })
-    request.log.info({ webhook: { id, url, events: subscription.events } }, 'webhook subscription created')
+    request.log.info({ webhook: { id, url: withoutCredentials(url), events: subscription.events } }, 'webhook subscription created')
     return reply.code(201)
       .header('location', `/admin/webhooks/${id}`)
       .header('cache-control', 'no-store')
@@ -152,6 +152,15 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
     if (page.nextAfter !== undefined) reply.header('link', `</admin/webhooks/${id}/deliveries?limit=${limit}&after=${page.nextAfter}>; rel="next"`)
     return reply.send(page.attempts.map(attemptDocument))
   })
+}
+
+/** A URL as log lines show it: a receiver's URL may carry credentials in its user info or query. */
+function withoutCredentials (text: string): string {
+  const url = new URL(text)
+  url.username = ''
+  url.password = ''
+  url.search = ''
+  return url.href
 }
 
 function subscriptionDocument (subscription: WebhookSubscriptionRecord) {

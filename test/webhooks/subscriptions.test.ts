@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
@@ -325,3 +326,19 @@ async function subscriptionOnceSettled (app: FastifyInstance, id: string, delive
     await sleep(20)
   }
 }
+
+describe('the log line of a new subscription', () => {
+  it('names its URL without the user info and query, which may hold the receiver\'s credentials', async () => {
+    const chunks: string[] = []
+    const logStream = new Writable({ write (chunk: Buffer, _encoding, done) { chunks.push(chunk.toString()); done() } })
+    const app = await buildTestApp({ tokens: WEBHOOK_TEST_TOKENS, logStream, config: { logLevel: 'info', webhooks: WEBHOOK_TEST_CONFIG } })
+
+    const subscription = await created(app, { url: 'https://hooks:receiver-password@example.com/plantstore?key=receiver-key' })
+    await app.close()
+
+    const line = chunks.join('').split('\n').filter((text) => text !== '').map((text) => JSON.parse(text) as { msg?: string, webhook?: unknown })
+      .find((entry) => entry.msg === 'webhook subscription created')
+    expect(line?.webhook).toEqual({ id: subscription.id, url: 'https://example.com/plantstore', events: ['plant.created', 'plant.updated', 'plant.deleted'] })
+    expect(chunks.join('')).not.toMatch(/receiver-password|receiver-key/)
+  })
+})
