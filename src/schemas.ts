@@ -211,13 +211,13 @@ const PageLimit = (items: string) => Type.Optional(IntegerText({
   examples: [DEFAULT_PAGE_SIZE]
 }))
 
+/** The `after` query parameter: an exclusive keyset cursor. */
+const PageCursor = (description: string, example: number) =>
+  Type.Optional(IntegerText({ format: 'int64', description: `Exclusive cursor: ${description}`, examples: [example] }))
+
 export const PageQuery = Type.Object({
   limit: PageLimit('plants'),
-  after: Type.Optional(IntegerText({
-    format: 'int64',
-    description: 'Exclusive cursor: the page starts with the first plant whose id is greater (it need not exist)',
-    examples: [10]
-  }))
+  after: PageCursor('the page starts with the first plant whose id is greater (it need not exist)', 10)
 })
 export type PageQuery = Static<typeof PageQuery>
 
@@ -407,11 +407,7 @@ export type WebhookIdParams = Static<typeof WebhookIdParams>
 
 export const DeliveryAttemptQuery = Type.Object({
   limit: PageLimit('attempts'),
-  after: Type.Optional(IntegerText({
-    format: 'int64',
-    description: 'Exclusive cursor: the page starts with the newest attempt whose id is smaller',
-    examples: [17]
-  }))
+  after: PageCursor('the page starts with the newest attempt whose id is smaller', 17)
 })
 export type DeliveryAttemptQuery = Static<typeof DeliveryAttemptQuery>
 
