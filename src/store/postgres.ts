@@ -43,16 +43,22 @@ const MIGRATIONS_TABLE = `
 // Batch statements: one round trip for all of a batch's creates, one for the stored rows they met; for
 // its changes, one that locks their rows, then one per kind of write they make. Ids are sorted so
 // concurrent batches of several instances lock rows in one order.
+/**
+ * Whether any subscription is enabled, as the statement sees it: evaluated once per statement (an
+ * InitPlan). The batch statements that return the rows a batch changes carry it, so a batch learns
+ * whether its events need the outbox statement without a round trip of its own.
+ */
+const SUBSCRIBED = '(SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)) AS subscribed'
 const INSERT_PLANTS = {
   name: 'plantstore-insert-plants',
   text: `INSERT INTO plants (id, name, tag)
          SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ORDER BY 1
-         ON CONFLICT (id) DO NOTHING RETURNING id`
+         ON CONFLICT (id) DO NOTHING RETURNING id, ${SUBSCRIBED}`
 }
 const SELECT_PLANTS = { name: 'plantstore-select-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
 const LOCK_PLANTS = {
   name: 'plantstore-lock-plants',
-  text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE'
+  text: `SELECT id, name, tag, ${SUBSCRIBED} FROM plants WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE OF plants`
 }
 const UPDATE_PLANTS = {
   name: 'plantstore-update-plants',
@@ -577,18 +583,21 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
   const firstCreateById = new Map<bigint, PlantRecord>()
   for (const { plant } of creates) if (!firstCreateById.has(plant.id)) firstCreateById.set(plant.id, plant)
   const newRows = [...firstCreateById.values(), ...decided.toInsert]
-  const inserted = newRows.length === 0 ? new Set<bigint>() : await insertPlants(client, newRows)
+  const { inserted, subscribed } = newRows.length === 0 ? { inserted: new Set<bigint>(), subscribed: false } : await insertPlants(client, newRows)
   // A change that meant to create a row a concurrent transaction inserted first settles in a later batch.
   for (const [id, change] of decided.inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
   await settleCreates(client, creates, firstCreateById, inserted, results)
   if (decided.toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(decided.toUpdate) })
   if (decided.toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [decided.toDelete.map(String)] })
-  await recordEvents(client, [
-    ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
-    ...decided.toInsert.filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
-    ...decided.toUpdate.map((plant) => plantEvent('plant.updated', plant)),
-    ...decided.toDelete.map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) }))
-  ])
+  // Every event's row came back from one of the two statements, so their flags cover all of them.
+  if (decided.subscribed || subscribed) {
+    await recordEvents(client, [
+      ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+      ...decided.toInsert.filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+      ...decided.toUpdate.map((plant) => plantEvent('plant.updated', plant)),
+      ...decided.toDelete.map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) }))
+    ])
+  }
   return operations.map((operation) => {
     const result = results.get(operation)
     if (result === undefined) throw new Error('a write batch left an operation without a result')
@@ -616,6 +625,8 @@ async function recordEvents (client: pg.PoolClient, events: readonly PlantEvent[
 }
 
 interface DecidedChanges {
+  /** Whether a subscription was enabled when the rows were locked (false when no row was). */
+  readonly subscribed: boolean
   readonly toInsert: PlantRecord[]
   readonly toUpdate: PlantRecord[]
   readonly toDelete: bigint[]
@@ -625,10 +636,10 @@ interface DecidedChanges {
 
 /** Locks the rows of the changes' ids and decides each change on its row; writes nothing yet. */
 async function lockAndDecide (client: pg.PoolClient, changes: readonly ChangeOperation[], results: Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>): Promise<DecidedChanges> {
-  const decided: DecidedChanges = { toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
-  if (changes.length === 0) return decided
+  if (changes.length === 0) return { subscribed: false, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
   const ids = changes.map(idOf)
-  const locked = await client.query<PlantRow>({ ...LOCK_PLANTS, values: [ids.map(String)] })
+  const locked = await client.query<PlantRow & { subscribed: boolean }>({ ...LOCK_PLANTS, values: [ids.map(String)] })
+  const decided: DecidedChanges = { subscribed: locked.rows[0]?.subscribed === true, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
   const current = new Map(locked.rows.map((row) => [row.id, recordOfRow(row)]))
   changes.forEach((change, index) => {
     const id = ids[index] as bigint
@@ -670,9 +681,10 @@ async function settleCreates (
   }
 }
 
-async function insertPlants (client: pg.PoolClient, plants: readonly PlantRecord[]): Promise<Set<bigint>> {
-  const result = await client.query<{ id: bigint }>({ ...INSERT_PLANTS, values: columnsOf(plants) })
-  return new Set(result.rows.map((row) => row.id))
+/** Inserts the rows whose ids are free: which ids were, and whether a subscription was enabled (false when none was inserted). */
+async function insertPlants (client: pg.PoolClient, plants: readonly PlantRecord[]): Promise<{ inserted: Set<bigint>, subscribed: boolean }> {
+  const result = await client.query<{ id: bigint, subscribed: boolean }>({ ...INSERT_PLANTS, values: columnsOf(plants) })
+  return { inserted: new Set(result.rows.map((row) => row.id)), subscribed: result.rows[0]?.subscribed === true }
 }
 
 function columnsOf (plants: readonly PlantRecord[]): [string[], string[], Array<string | null>] {
