@@ -305,3 +305,22 @@ describe('an instance with WEBHOOK_DELIVERY=false', () => {
     expect(delivery).toMatchObject({ type: 'plant.created', body: '{"id":1,"name":"Aloe"}', verified: true })
   })
 })
+
+describe('a receiver that answers with a redirect', () => {
+  it('is not followed: the attempt failed with its status and the event is sent to the subscribed URL again', async () => {
+    const app = await buildTestApp({ tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const receiver = await WebhookReceiver.start()
+    receiver.answerWith(() => receiver.deliveries.length === 1 ? { status: 307, headers: { location: `${receiver.url}/elsewhere` } } : { status: 204 })
+    const subscription = await subscribe(app, receiver)
+
+    expect((await postPlant(app, { id: 1, name: 'Aloe' })).statusCode).toBe(200)
+    const [first, second] = await receiver.waitForDeliveries(2)
+    await sleep(300)
+
+    expect(receiver.deliveries).toHaveLength(2)
+    expect(second?.id).toBe(first?.id)
+    const attempts = await app.inject({ method: 'GET', url: `/admin/webhooks/${subscription}/deliveries`, headers: bearer(ADMIN_TOKEN) })
+    expect(attempts.json<Array<{ attempt: number, statusCode?: number }>>().map(({ attempt, statusCode }) => ({ attempt, statusCode })))
+      .toEqual([{ attempt: 2, statusCode: 204 }, { attempt: 1, statusCode: 307 }])
+  })
+})

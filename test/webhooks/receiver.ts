@@ -16,7 +16,7 @@ export interface ReceivedDelivery {
 }
 
 /** What the receiver answers a delivery with: a status code, after an optional delay. */
-export type Answer = (delivery: ReceivedDelivery) => { readonly status: number, readonly delayMs?: number }
+export type Answer = (delivery: ReceivedDelivery) => { readonly status: number, readonly delayMs?: number, readonly headers?: Record<string, string> }
 
 /**
  * A real HTTP receiver on 127.0.0.1 that verifies every delivery with the `standardwebhooks` package
@@ -45,8 +45,8 @@ export class WebhookReceiver {
           receivedAt: Date.now()
         }
         this.deliveries.push(delivery)
-        const { status, delayMs = 0 } = this.answer(delivery)
-        setTimeout(() => { response.writeHead(status).end() }, delayMs)
+        const { status, delayMs = 0, headers = {} } = this.answer(delivery)
+        setTimeout(() => { response.writeHead(status, headers).end() }, delayMs)
       })
     })
   }
