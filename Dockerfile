@@ -30,6 +30,7 @@ FROM ${BASE_IMAGE}
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
+    METRICS_PORT=9464 \
     DATABASE_URL=sqlite:/data/plantstore.db
 WORKDIR /app
 COPY --from=build /app/package.json ./
@@ -42,7 +43,7 @@ RUN mkdir -p /data && chown node:node /data \
  && ln -s /app/dist/cli.js /usr/local/bin/plantstore
 VOLUME ["/data"]
 USER node
-EXPOSE 3000
+EXPOSE 3000 9464
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 STOPSIGNAL SIGTERM

@@ -5,6 +5,7 @@ import { DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './confi
 import { shuttingDown } from './errors.js'
 import { adminRoutes } from './http/admin.js'
 import { docsRoutes, openApiDocument } from './http/docs.js'
+import { cors } from './http/cors.js'
 import { clientError, errorEnvelope, frameworkError } from './http/error-envelope.js'
 import { healthRoutes } from './http/health.js'
 import { jsonBody } from './http/json-body.js'
@@ -18,6 +19,10 @@ import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
 import { turnBatchedHandlers } from './http/turn-batched-handlers.js'
 import { validation } from './http/validation.js'
+import { httpMetrics } from './observability/http-metrics.js'
+import { measuredStore, ServiceMetrics } from './observability/metrics.js'
+import { bothStoreObservers } from './observability/store-observers.js'
+import type { Tracing } from './observability/tracing.js'
 import type { PlantStore } from './store/plant-store.js'
 import { SERVICE_VERSION } from './version.js'
 import { WebhookDispatcher } from './webhooks/dispatcher.js'
@@ -35,14 +40,23 @@ export interface ServerTimeouts {
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests'>> & {
+  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
     readonly timeouts?: ServerTimeouts
     /** DEFAULT_WEBHOOK_CONFIG when absent; `pollMs` is how often an idle dispatcher looks for due events. */
     readonly webhooks?: WebhookConfig & { readonly pollMs?: number }
+    /** Whether to collect metrics (`app.metrics`; server.ts serves them on METRICS_PORT). Off when absent. */
+    readonly metrics?: boolean
   }
 
 /** An idle dispatcher looks this often, so an event's first attempt follows its commit within 2 s on any instance. */
 const WEBHOOK_POLL_MS = 500
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The app's metrics, when collected. */
+    metrics: ServiceMetrics | null
+  }
+}
 
 export interface AppDependencies {
   readonly store: PlantStore
@@ -50,6 +64,8 @@ export interface AppDependencies {
   readonly accessTokens: AccessTokenRegistry
   /** Where log lines go; standard output when absent. */
   readonly logStream?: DestinationStream
+  /** Spans for requests, store calls and webhook deliveries (server.ts starts it when configured); closing the app stops it. */
+  readonly tracing?: Tracing
 }
 
 /**
@@ -57,23 +73,31 @@ export interface AppDependencies {
  * `inject`; `server.ts` builds it and listens. Closing the app closes the store.
  */
 export async function buildApp (config: AppConfig, dependencies: AppDependencies): Promise<FastifyInstance> {
-  const { store, accessTokens } = dependencies
+  const { accessTokens, tracing } = dependencies
+  const metrics = config.metrics === true ? new ServiceMetrics(dependencies.store, SERVICE_VERSION) : undefined
+  // What the routes use; `dependencies.store` itself is closed at the end.
+  const measured = metrics === undefined ? dependencies.store : measuredStore(dependencies.store, metrics)
+  const store = tracing === undefined ? measured : tracing.traceStore(measured)
+  const storeObserver = bothStoreObservers(metrics?.storeObserver, tracing?.storeObserver)
+  if (storeObserver !== undefined) store.observe(storeObserver)
   // Buffered asynchronous writes to standard output (unless a terminal wants pretty lines): logging
   // stays off the request's critical path.
   const standardOutput = dependencies.logStream === undefined && !config.prettyLogs ? bufferedStandardOutput() : undefined
   const logStream = dependencies.logStream ?? standardOutput?.stream
   const timeouts = config.timeouts ?? DEFAULT_TIMEOUTS
-  const requestLog = new CompletedRequestLog(config.logLevel, logStream)
+  const requestLog = new CompletedRequestLog(config.logLevel, logStream, tracing?.requestTraceIds)
 
   const app = Fastify({
     logger: {
       level: config.logLevel,
       redact: logRedaction,
+      ...(tracing === undefined ? {} : { mixin: tracing.logMixin }),
       ...(logStream !== undefined ? { stream: logStream } : { transport: { target: 'pino-pretty' } })
     },
     logController: requestLog,
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.bodyLimit,
+    trustProxy: config.trustProxy ?? false,
     requestIdHeader: false,
     genReqId: requestIdFor,
     return503OnClosing: false,
@@ -96,7 +120,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   })
 
   app.decorateRequest('accessToken', null)
+  // Before everything, so a request's span covers every hook. Off: nothing registered.
+  if (tracing !== undefined) await app.register(tracing.requestSpans)
+  // First, so CORS headers are on every answer; and before knownRoutes (see cors.ts). Off: nothing registered.
+  const corsOrigins = config.corsOrigins ?? []
+  if (corsOrigins === '*' || corsOrigins.length > 0) await app.register(cors, { origins: corsOrigins })
+  app.decorate('metrics', metrics ?? null)
   await app.register(knownRoutes)
+  if (metrics !== undefined) await app.register(httpMetrics, { metrics })
   await app.register(requestIdHeader)
   await app.register(pipelinedWrites)
   await app.register(errorEnvelope)
@@ -123,15 +154,20 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   const secrets = new SecretBox(webhookConfig.secretsKey)
   const dispatcher = new WebhookDispatcher(store.webhooks, secrets, { pollMs: WEBHOOK_POLL_MS, ...webhookConfig }, app.log,
     `plantstore/${SERVICE_VERSION} (webhooks)`)
+  dispatcher.observer = metrics?.deliveryObserver
+  dispatcher.tracer = tracing?.deliveryTracer
   app.addHook('onClose', async () => {
     await dispatcher.stop()
+    // Every span has ended now: requests were answered before onClose, deliveries ended with the dispatcher.
+    await tracing?.shutdown()
     await accessTokens.stopWatching()
     await store.close()
   })
 
   await app.register(loadShedding, {
     maxEventLoopDelayMs: config.maxEventLoopDelayMs ?? 0,
-    maxInFlightRequests: config.maxInFlightRequests ?? 0
+    maxInFlightRequests: config.maxInFlightRequests ?? 0,
+    metrics
   })
 
   await app.register(turnBatchedHandlers)

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs'
+import { isIP } from 'node:net'
 import { parseTokenList, type ConfiguredToken } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
 import { secretsKeyOf } from './webhooks/secrets.js'
@@ -34,6 +35,14 @@ export interface Config {
   /** Human-readable logs (pino-pretty) when standard output is a terminal; JSON lines otherwise. */
   readonly prettyLogs: boolean
   readonly webhooks: WebhookConfig
+  /** The admin listener's port for `GET /metrics` (same host); 0 turns metrics off. */
+  readonly metricsPort: number
+  /** Whether traces are exported: an OTLP endpoint is set (the OpenTelemetry SDK reads its own `OTEL_*` variables). */
+  readonly tracing: boolean
+  /** Origins allowed to call the API from a browser: `'*'`, a list, or empty for CORS off. */
+  readonly corsOrigins: '*' | readonly string[]
+  /** Fastify's `trustProxy`: whom to believe about the client's address and protocol (`X-Forwarded-*`). */
+  readonly trustProxy: boolean | string
 }
 
 export interface WebhookConfig {
@@ -131,7 +140,11 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       retryForMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_FOR_MS', DEFAULT_WEBHOOK_CONFIG.retryForMs, 1000, 30 * 24 * 3600_000), 0),
       // Longer than a delivery may take (10 s), so a lease never runs out while its attempt is under way.
       leaseMs: read(() => integerVariable(env, 'WEBHOOK_LEASE_MS', DEFAULT_WEBHOOK_CONFIG.leaseMs, 11_000, 3600_000), 0)
-    })
+    }),
+    metricsPort: read(() => integerVariable(env, 'METRICS_PORT', 9464, 0, 65535), 0),
+    tracing: read(() => tracingVariable(env), false),
+    corsOrigins: Object.freeze(read(() => corsOriginsVariable(env), [])),
+    trustProxy: read(() => trustProxyVariable(env), false)
   })
   if (errors.length > 0) throw new InvalidConfigError(errors)
   return config
@@ -190,6 +203,60 @@ function secretsKeyVariable (env: Env): Buffer | undefined {
       'must hold 32 bytes as 64 hexadecimal digits or as base64 (openssl rand -base64 32)')
   }
   return key
+}
+
+/** Traces go out when an OTLP endpoint is set, unless the standard `OTEL_SDK_DISABLED` or `OTEL_TRACES_EXPORTER=none` says not to. */
+function tracingVariable (env: Env): boolean {
+  const endpoint = valueOf(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? valueOf(env, 'OTEL_EXPORTER_OTLP_ENDPOINT')
+  if (endpoint === undefined) return false
+  if (!URL.canParse(endpoint) || !/^https?:$/.test(new URL(endpoint).protocol)) {
+    const variable = valueOf(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') === undefined ? 'OTEL_EXPORTER_OTLP_ENDPOINT' : 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
+    throw new ConfigError(variable, `must be an http or https URL (OTLP over HTTP), got ${JSON.stringify(endpoint)}`)
+  }
+  if (valueOf(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return false
+  // A comma-separated list, its values case-insensitive (the OpenTelemetry specification's rules).
+  const exporters = (valueOf(env, 'OTEL_TRACES_EXPORTER') ?? 'otlp').toLowerCase().split(',').map((name) => name.trim())
+  return !exporters.includes('none')
+}
+
+/** `CORS_ORIGINS`: `*`, or comma-separated origins such as `https://app.example.com` (scheme, host, port; no path). */
+function corsOriginsVariable (env: Env): '*' | string[] {
+  const text = valueOf(env, 'CORS_ORIGINS')
+  if (text === undefined) return []
+  if (text.trim() === '*') return '*'
+  const origins = text.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
+  for (const origin of origins) {
+    if (!URL.canParse(origin) || new URL(origin).origin !== origin) {
+      throw new ConfigError('CORS_ORIGINS', `must be "*" or comma-separated origins like https://app.example.com (no path or trailing slash), got ${JSON.stringify(origin)}`)
+    }
+  }
+  if (origins.length === 0) throw new ConfigError('CORS_ORIGINS', 'must name at least one origin, or "*"')
+  return origins
+}
+
+/**
+ * `TRUST_PROXY`: `false` (the default: the peer is the client), `true` (trust every proxy: only when
+ * nothing can reach the service but the proxy), or comma-separated proxy addresses/CIDRs. No hop count:
+ * Fastify 5 trusts nothing for one (it cannot tell a proxy from a client writing X-Forwarded-For itself).
+ */
+function trustProxyVariable (env: Env): boolean | string {
+  const text = valueOf(env, 'TRUST_PROXY')
+  if (text === undefined || text === 'false') return false
+  if (text === 'true') return true
+  const entries = text.split(',').map((entry) => entry.trim())
+  if (entries.every(isProxyAddress)) {
+    return entries.join(',')
+  }
+  throw new ConfigError('TRUST_PROXY', `must be "true", "false", or comma-separated proxy addresses or CIDRs (or loopback, linklocal, uniquelocal), got ${JSON.stringify(text)}`)
+}
+
+/** An address, a CIDR, or one of proxy-addr's names for ranges. */
+function isProxyAddress (entry: string): boolean {
+  if (entry === 'loopback' || entry === 'linklocal' || entry === 'uniquelocal') return true
+  const [address = '', prefix, extra] = entry.split('/')
+  const family = isIP(address)
+  if (family === 0 || extra !== undefined) return false
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128))
 }
 
 function hostVariable (env: Env): string {

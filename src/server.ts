@@ -6,6 +6,8 @@ import { InvalidConfigError, loadConfig, loadConfiguredTokens, loadDotEnvFile } 
 import { StoreOpenError, StoreUnavailableError, type PlantStore } from './store/plant-store.js'
 import { SecretBox, storedSecretsProblem } from './webhooks/secrets.js'
 import { openStore } from './store/open-store.js'
+import { listenForMetrics, MetricsListenerError, type MetricsListener } from './observability/metrics-listener.js'
+import { startTracing } from './observability/tracing.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
 const SHUTDOWN_DEADLINE_MS = 8_000
@@ -18,13 +20,16 @@ const TOKEN_POLL_MS = 1_000
 async function main (): Promise<void> {
   loadDotEnvFile()
   const config = loadConfig()
+  // Only now is the OpenTelemetry SDK loaded; with tracing off it never is.
+  const tracing = config.tracing ? await startTracing() : undefined
   const store = await openStore(config.databaseUrl, config.database)
   await checkWebhookSecrets(store, config.webhooks.secretsKey)
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
   const { initialAdminToken } = await loadAccessTokens(accessTokens)
   accessTokens.replaceEnvironment(config.tokens)
-  const app = await buildApp(config, { store, accessTokens })
+  const app = await buildApp({ ...config, metrics: config.metricsPort !== 0 }, { store, accessTokens, ...(tracing === undefined ? {} : { tracing }) })
   app.log.info({ store: store.backend }, 'store opened')
+  if (tracing !== undefined) app.log.info({ protocol: tracing.protocol }, 'tracing on: spans are exported over OTLP')
   if (accessTokens.hasEnvironmentTokens && accessTokens.hasLiveStoredToken('initial-admin')) {
     app.log.warn('the stored token "initial-admin" (all scopes; made by the first start, or the generated token of a release ' +
       'before 1.1, which PLANTSTORE_TOKENS used to switch off) is accepted next to PLANTSTORE_TOKENS: revoke it if it is not in use')
@@ -33,7 +38,9 @@ async function main (): Promise<void> {
     (error) => { app.log.warn({ err: error }, 'cannot read the access tokens; keeping the ones in use until the store answers') },
     () => { app.log.info('the access tokens are read again') })
   reloadTokenFileOnHangup(app, accessTokens)
-  stopGracefullyOnSignals(app)
+  // Before the public port, so a start that fails here never took a request.
+  const metricsListener = app.metrics === null ? undefined : await listenForMetrics(app.metrics, config.host, config.metricsPort)
+  stopGracefullyOnSignals(app, metricsListener)
   let address
   try {
     address = await app.listen({ port: config.port, host: config.host })
@@ -110,7 +117,8 @@ function reloadTokenFileOnHangup (app: FastifyInstance, accessTokens: AccessToke
   process.on('SIGHUP', reload)
 }
 
-function stopGracefullyOnSignals (app: FastifyInstance): void {
+/** Scrapes keep working while requests drain; the metrics listener closes last. */
+function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: MetricsListener | undefined): void {
   const stop = (signal: NodeJS.Signals) => {
     app.log.info({ signal }, 'stopping: finishing in-flight requests')
     setTimeout(() => {
@@ -118,7 +126,10 @@ function stopGracefullyOnSignals (app: FastifyInstance): void {
       process.exit(1)
     }, SHUTDOWN_DEADLINE_MS).unref()
     app.close().then(
-      () => { process.exitCode = 0 },
+      async () => {
+        await metricsListener?.close()
+        process.exitCode = 0
+      },
       (error: unknown) => {
         app.log.error({ err: error }, 'error while stopping')
         process.exitCode = 1
@@ -150,6 +161,7 @@ function reasonsNotToStart (error: unknown): string[] {
   if (error instanceof InvalidConfigError) return error.errors.map((problem) => `configuration error: ${problem.message}`)
   if (error instanceof StoreOpenError) return [error.message]
   if (error instanceof TokenNameClashError) return [error.message]
+  if (error instanceof MetricsListenerError) return [error.message]
   return [String(error)]
 }
 

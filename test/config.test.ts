@@ -7,6 +7,8 @@ import { ConfigError, DEFAULT_WEBHOOK_CONFIG, InvalidConfigError, loadConfig } f
 import { temporaryFolder } from './helper.js'
 
 const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
+const CORS_ORIGINS_RULE = 'CORS_ORIGINS must be "*" or comma-separated origins like https://app.example.com (no path or trailing slash)'
+const TRUST_PROXY_RULE = 'TRUST_PROXY must be "true", "false", or comma-separated proxy addresses or CIDRs (or loopback, linklocal, uniquelocal)'
 
 describe('Configuration from the environment', () => {
   it('has the documented defaults', () => {
@@ -24,7 +26,11 @@ describe('Configuration from the environment', () => {
       maxEventLoopDelayMs: 200,
       maxInFlightRequests: 512,
       prettyLogs: false,
-      webhooks: DEFAULT_WEBHOOK_CONFIG
+      webhooks: DEFAULT_WEBHOOK_CONFIG,
+      metricsPort: 9464,
+      tracing: false,
+      corsOrigins: [],
+      trustProxy: false
     })
     expect(DEFAULT_WEBHOOK_CONFIG).toEqual({
       deliver: true,
@@ -38,6 +44,7 @@ describe('Configuration from the environment', () => {
     })
     expect(Object.isFrozen(config)).toBe(true)
     expect(Object.isFrozen(config.webhooks)).toBe(true)
+    expect(Object.isFrozen(config.corsOrigins)).toBe(true)
   })
 
   it('reads every variable', () => {
@@ -61,7 +68,11 @@ describe('Configuration from the environment', () => {
       WEBHOOK_RETRY_FIRST_MS: '1000',
       WEBHOOK_RETRY_MAX_MS: '60000',
       WEBHOOK_RETRY_FOR_MS: '3600000',
-      WEBHOOK_LEASE_MS: '11000'
+      WEBHOOK_LEASE_MS: '11000',
+      METRICS_PORT: '9100',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      CORS_ORIGINS: 'https://app.example.com, http://localhost:5173',
+      TRUST_PROXY: '10.0.0.0/8'
     }, true)
 
     expect(config).toEqual({
@@ -85,7 +96,11 @@ describe('Configuration from the environment', () => {
         maxRetryMs: 60_000,
         retryForMs: 3_600_000,
         leaseMs: 11_000
-      }
+      },
+      metricsPort: 9100,
+      tracing: true,
+      corsOrigins: ['https://app.example.com', 'http://localhost:5173'],
+      trustProxy: '10.0.0.0/8'
     })
   })
 
@@ -113,7 +128,24 @@ describe('Configuration from the environment', () => {
     ['WEBHOOK_RETRY_FIRST_MS', '99', 'WEBHOOK_RETRY_FIRST_MS must be a whole number from 100 to 3600000, got "99"'],
     ['WEBHOOK_RETRY_MAX_MS', '1h', 'WEBHOOK_RETRY_MAX_MS must be a whole number from 100 to 86400000, got "1h"'],
     ['WEBHOOK_RETRY_FOR_MS', '999', 'WEBHOOK_RETRY_FOR_MS must be a whole number from 1000 to 2592000000, got "999"'],
-    ['WEBHOOK_LEASE_MS', '10999', 'WEBHOOK_LEASE_MS must be a whole number from 11000 to 3600000, got "10999"']
+    ['WEBHOOK_LEASE_MS', '10999', 'WEBHOOK_LEASE_MS must be a whole number from 11000 to 3600000, got "10999"'],
+    ['METRICS_PORT', '65536', 'METRICS_PORT must be a whole number from 0 to 65535, got "65536"'],
+    ['METRICS_PORT', 'off', 'METRICS_PORT must be a whole number from 0 to 65535, got "off"'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318', 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (OTLP over HTTP), got "collector:4318"'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://collector:4317', 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (OTLP over HTTP), got "grpc://collector:4317"'],
+    ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'not a url', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http or https URL (OTLP over HTTP), got "not a url"'],
+    ['CORS_ORIGINS', 'https://app.example.com/', `${CORS_ORIGINS_RULE}, got "https://app.example.com/"`],
+    ['CORS_ORIGINS', 'https://app.example.com/plants', `${CORS_ORIGINS_RULE}, got "https://app.example.com/plants"`],
+    ['CORS_ORIGINS', 'app.example.com', `${CORS_ORIGINS_RULE}, got "app.example.com"`],
+    ['CORS_ORIGINS', 'https://app.example.com,*', `${CORS_ORIGINS_RULE}, got "*"`],
+    ['CORS_ORIGINS', 'null', `${CORS_ORIGINS_RULE}, got "null"`],
+    ['CORS_ORIGINS', ' , ', 'CORS_ORIGINS must name at least one origin, or "*"'],
+    ['TRUST_PROXY', 'yes', `${TRUST_PROXY_RULE}, got "yes"`],
+    ['TRUST_PROXY', '1', `${TRUST_PROXY_RULE}, got "1"`],
+    ['TRUST_PROXY', '10.0.0.0/33', `${TRUST_PROXY_RULE}, got "10.0.0.0/33"`],
+    ['TRUST_PROXY', '10.0.0.0/8,', `${TRUST_PROXY_RULE}, got "10.0.0.0/8,"`],
+    ['TRUST_PROXY', 'proxy.internal', `${TRUST_PROXY_RULE}, got "proxy.internal"`],
+    ['TRUST_PROXY', '::1/129', `${TRUST_PROXY_RULE}, got "::1/129"`]
   ])('stops on a bad %s=%j with one line naming it', (variable, value, message) => {
     const [problem] = problemsOf({ [variable]: value })
 
@@ -183,6 +215,56 @@ describe('Webhook settings', () => {
 
   it('accepts the shortest lease, 11000 ms: longer than a delivery may take', () => {
     expect(loadConfig({ WEBHOOK_LEASE_MS: '11000' }, false).webhooks.leaseMs).toBe(11_000)
+  })
+})
+
+describe('Metrics, tracing, CORS and proxy settings', () => {
+  it.each([['0', 0], ['9464', 9464], ['65535', 65535]])('reads METRICS_PORT=%s (0 turns metrics off)', (value, port) => {
+    expect(loadConfig({ METRICS_PORT: value }, false).metricsPort).toBe(port)
+  })
+
+  it.each<[string, Record<string, string>, boolean]>([
+    ['no endpoint', {}, false],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }, true],
+    ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector.example.com/v1/traces' }, true],
+    ['an empty endpoint (unset, as the specification reads it)', { OTEL_EXPORTER_OTLP_ENDPOINT: '' }, false],
+    ['OTEL_SDK_DISABLED=true', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }, false],
+    ['OTEL_SDK_DISABLED=TRUE', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'TRUE' }, false],
+    ['OTEL_SDK_DISABLED=false', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'false' }, true],
+    ['OTEL_TRACES_EXPORTER=none', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }, false],
+    ['OTEL_TRACES_EXPORTER=None', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'None' }, false],
+    ['OTEL_TRACES_EXPORTER=otlp, none', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'otlp, none' }, false],
+    ['OTEL_TRACES_EXPORTER=otlp', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'otlp' }, true]
+  ])('turns tracing on or off for %s', (_case, env, tracing) => {
+    expect(loadConfig(env, false).tracing).toBe(tracing)
+  })
+
+  it('judges the traces endpoint, which wins over the general one, and names the variable it came from', () => {
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces', OTEL_EXPORTER_OTLP_ENDPOINT: 'bad' }, false).tracing).toBe(true)
+    expect(problemsOf({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'ftp://collector', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' })
+      .map((problem) => problem.variable)).toEqual(['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'])
+  })
+
+  it.each<[string, '*' | string[]]>([
+    ['*', '*'],
+    [' * ', '*'],
+    ['https://app.example.com', ['https://app.example.com']],
+    ['https://app.example.com, http://localhost:5173,http://127.0.0.1:8080', ['https://app.example.com', 'http://localhost:5173', 'http://127.0.0.1:8080']],
+    ['https://app.example.com,', ['https://app.example.com']],
+    ['http://[::1]:8080', ['http://[::1]:8080']]
+  ])('reads CORS_ORIGINS=%j', (value, origins) => {
+    expect(loadConfig({ CORS_ORIGINS: value }, false).corsOrigins).toEqual(origins)
+  })
+
+  it.each<[string, boolean | string]>([
+    ['false', false],
+    ['true', true],
+    ['127.0.0.1', '127.0.0.1'],
+    ['10.0.0.0/8, 192.168.0.0/16 ,127.0.0.1', '10.0.0.0/8,192.168.0.0/16,127.0.0.1'],
+    ['::1,fd00::/8', '::1,fd00::/8'],
+    ['loopback,uniquelocal,linklocal', 'loopback,uniquelocal,linklocal']
+  ])('reads TRUST_PROXY=%j', (value, trustProxy) => {
+    expect(loadConfig({ TRUST_PROXY: value }, false).trustProxy).toBe(trustProxy)
   })
 })
 

@@ -216,7 +216,7 @@ describe('deploy/kubernetes', () => {
   it('runs the image as its node user (uid 1000), which the manifests name as runAsUser', () => {
     const users = runtimeStage().filter((each) => each.instruction === 'USER').map((each) => each.args)
     expect(users).toEqual(['node'])
-    expect(runtimeStage().filter((each) => each.instruction === 'EXPOSE').map((each) => each.args)).toEqual(['3000'])
+    expect(runtimeStage().filter((each) => each.instruction === 'EXPOSE').map((each) => each.args)).toEqual(['3000 9464'])
     for (const setup of SETUPS) {
       expect(deployment(setup).spec.template.spec.securityContext?.runAsUser).toBe(1000)
     }
@@ -257,11 +257,12 @@ describe.each(SETUPS)('deploy/kubernetes/%s', (setup) => {
     }
   })
 
-  it('runs the image on port 3000, named http, listening on every address', () => {
+  it('runs the image on port 3000, named http, and metrics on 9464, listening on every address', () => {
     const plantstore = container(setup)
-    expect(plantstore.image).toBe('plantstore:1.3.0')
-    expect(plantstore.ports).toEqual([{ name: 'http', containerPort: 3000, protocol: 'TCP' }])
+    expect(plantstore.image).toBe('plantstore:1.4.0')
+    expect(plantstore.ports).toEqual([{ name: 'http', containerPort: 3000, protocol: 'TCP' }, { name: 'metrics', containerPort: 9464, protocol: 'TCP' }])
     expect(envValue(plantstore, 'PORT')).toBe('3000')
+    expect(envValue(plantstore, 'METRICS_PORT')).toBe('9464')
     expect(envValue(plantstore, 'HOST')).toBe('0.0.0.0')
   })
 

@@ -1,7 +1,10 @@
 import { connect, type AddressInfo } from 'node:net'
 import { hostname } from 'node:os'
 import { Writable } from 'node:stream'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { describe, expect, it } from 'vitest'
+import type { AppConfig } from '../src/app.js'
+import { CompletedRequestLog } from '../src/http/request-log.js'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import { bearer, buildTestApp, TEST_TOKEN } from './helper.js'
@@ -34,12 +37,12 @@ function rawRequest (address: AddressInfo, request: Buffer): Promise<string> {
 }
 
 describe('The log line of a completed request', () => {
-  it('has the keys and the order of a pino line, with the request id, method, path, status, time and the token\'s name', async () => {
+  it('has the keys and the order of a pino line, with the request id, method, path, client address, status, time and the token\'s name', async () => {
     const log = collectingStream()
     const app = await buildTestApp({ logStream: log.stream, config: { logLevel: 'info' }, tokens: [`name=grafana.dashboard;${TEST_TOKEN}`] })
 
     await app.inject({ method: 'GET', url: '/plants/5?x=1', headers: { ...bearer(), 'x-request-id': 'line-1' } })
-    app.log.info({ reqId: 'pino', method: 'GET', url: '/', statusCode: 200, responseTime: 1, tokenName: 'x' }, 'request completed')
+    app.log.info({ reqId: 'pino', method: 'GET', url: '/', remoteAddress: '127.0.0.1', statusCode: 200, responseTime: 1, tokenName: 'x' }, 'request completed')
     await nextTurn()
 
     const [pinoLine, completed] = [log.lines().find((line) => line.reqId === 'pino'), log.lines().find((line) => line.reqId === 'line-1')]
@@ -52,6 +55,7 @@ describe('The log line of a completed request', () => {
       reqId: 'line-1',
       method: 'GET',
       url: '/plants/5?x=1',
+      remoteAddress: '127.0.0.1',
       statusCode: 404,
       responseTime: expect.any(Number),
       tokenName: 'grafana.dashboard',
@@ -137,5 +141,61 @@ describe('The log line of a completed request', () => {
     await app.close()
 
     expect(log.lines().map((line) => line.reqId)).toContain('before-close')
+  })
+})
+
+describe('The client address of the log line (remoteAddress)', () => {
+  async function loggedAddress (trustProxy: AppConfig['trustProxy'], peer: string, forwardedFor?: string): Promise<unknown> {
+    const log = collectingStream()
+    const app = await buildTestApp({ logStream: log.stream, config: { logLevel: 'info', ...(trustProxy === undefined ? {} : { trustProxy }) } })
+    await app.inject({
+      method: 'GET',
+      url: '/healthz',
+      remoteAddress: peer,
+      headers: { 'x-request-id': 'client', ...(forwardedFor === undefined ? {} : { 'x-forwarded-for': forwardedFor }) }
+    })
+    await nextTurn()
+    return log.lines().find((line) => line.reqId === 'client')?.remoteAddress
+  }
+
+  it('is the peer\'s address, whatever X-Forwarded-For says, by default (TRUST_PROXY=false)', async () => {
+    expect(await loggedAddress(undefined, '192.0.2.7', '203.0.113.9')).toBe('192.0.2.7')
+    expect(await loggedAddress(false, '127.0.0.1', '203.0.113.9')).toBe('127.0.0.1')
+  })
+
+  it('is the address the trusted proxy saw when TRUST_PROXY names that proxy', async () => {
+    expect(await loggedAddress('127.0.0.1', '127.0.0.1', '203.0.113.9')).toBe('203.0.113.9')
+    // The client wrote the first entry itself; the proxy appended the address it saw.
+    expect(await loggedAddress('10.0.0.0/8,127.0.0.1', '10.1.2.3', '198.51.100.1, 203.0.113.9')).toBe('203.0.113.9')
+    expect(await loggedAddress('loopback', '::1', '2001:db8::5')).toBe('2001:db8::5')
+  })
+
+  it('ignores X-Forwarded-For from a peer TRUST_PROXY does not name', async () => {
+    expect(await loggedAddress('10.0.0.0/8', '192.0.2.7', '203.0.113.9')).toBe('192.0.2.7')
+  })
+
+  it('believes every entry with TRUST_PROXY=true, down to the one the client wrote: safe only behind a proxy that replaces the header', async () => {
+    expect(await loggedAddress(true, '127.0.0.1', '198.51.100.1, 203.0.113.9')).toBe('198.51.100.1')
+  })
+
+  it('escapes an X-Forwarded-For entry a trusted proxy let through unchecked', async () => {
+    expect(await loggedAddress(true, '127.0.0.1', 'not "an" address')).toBe('not "an" address')
+  })
+
+  it('has the same place and keys on a terminal\'s pretty line as on the JSON line', async () => {
+    const log = collectingStream()
+    const app = await buildTestApp({ logStream: log.stream, config: { logLevel: 'info' } })
+    await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'json-line' } })
+    await nextTurn()
+    const prettyFields: Array<Record<string, unknown>> = []
+    const request = { id: 'pretty-line', method: 'GET', url: '/healthz', ip: '127.0.0.1', accessToken: null }
+    const reply = { statusCode: 200, elapsedTime: 1.25, log: { info: (fields: Record<string, unknown>) => { prettyFields.push(fields) } } }
+
+    new CompletedRequestLog('info').requestCompleted(null, request as unknown as FastifyRequest, reply as unknown as FastifyReply)
+
+    const jsonLine = log.lines().find((line) => line.reqId === 'json-line') ?? {}
+    const { level: _level, time: _time, pid: _pid, hostname: _hostname, reqId: _reqId, msg: _msg, ...jsonFields } = jsonLine
+    expect(prettyFields).toEqual([{ method: 'GET', url: '/healthz', remoteAddress: '127.0.0.1', statusCode: 200, responseTime: 1.25 }])
+    expect(Object.keys(prettyFields[0] ?? {})).toEqual(Object.keys(jsonFields))
   })
 })

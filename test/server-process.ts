@@ -15,12 +15,13 @@ export interface ServerProcess {
 
 /**
  * Spawns the built server (dist/server.js) on a free port of 127.0.0.1 with only the given environment
- * (plus PATH). The process is killed by its PID when the test ends, if it still runs.
+ * (plus PATH; METRICS_PORT is 0 unless given). The process is killed by its PID when the test ends, if it still runs.
  */
 export function spawnServer (env: Record<string, string>, options: { cwd?: string } = {}): ServerProcess {
   const child = spawn(process.execPath, [SERVER_ENTRY], {
     cwd: options.cwd,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...env },
+    // Metrics off unless a test asks: parallel test files would all want the default port 9464.
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let stdout = ''

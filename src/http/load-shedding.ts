@@ -3,6 +3,7 @@ import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { overloaded } from '../errors.js'
+import type { ServiceMetrics } from '../observability/metrics.js'
 import { sendError } from './send-error.js'
 
 const START_UP_GRACE_MS = 2000
@@ -12,6 +13,8 @@ export interface LoadSheddingOptions {
   readonly maxEventLoopDelayMs: number
   /** Requests being answered at once above which new ones are shed; 0 turns this signal off. */
   readonly maxInFlightRequests: number
+  /** Told how many requests are in flight (counted even without a limit) and about every shed one. */
+  readonly metrics?: ServiceMetrics | undefined
 }
 
 /** Liveness, whatever query string it carries. (From the URL: `request.routeOptions` builds an object per call.) */
@@ -27,12 +30,15 @@ const isLiveness = (request: FastifyRequest) => request.url.startsWith('/healthz
  * Liveness is never shed: an overloaded process is alive.
  */
 export const loadShedding = fp(async function loadShedding (app: FastifyInstance, options: LoadSheddingOptions) {
-  if (options.maxInFlightRequests > 0) {
-    const limit = options.maxInFlightRequests
+  const { metrics } = options
+  if (options.maxInFlightRequests > 0 || metrics !== undefined) {
+    const limit = options.maxInFlightRequests > 0 ? options.maxInFlightRequests : Infinity
     let inFlight = 0
+    metrics?.countInFlightWith(() => inFlight)
     app.addHook('onRequest', (request, reply, done) => {
       if (isLiveness(request)) return done()
       if (inFlight >= limit) {
+        metrics?.requestShed('in_flight')
         sendError(reply, overloaded(request.id))
         return
       }
@@ -58,9 +64,11 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
     await app.register(underPressure, {
       maxEventLoopDelay: options.maxEventLoopDelayMs,
       sampleInterval: 250,
-      pressureHandler: (request) => isLiveness(request) || performance.now() < judgedFrom
-        ? undefined
-        : Promise.reject(overloaded(request.id))
+      pressureHandler: (request) => {
+        if (isLiveness(request) || performance.now() < judgedFrom) return undefined
+        metrics?.requestShed('event_loop')
+        return Promise.reject(overloaded(request.id))
+      }
     })
   }
 }, { name: 'load-shedding' })

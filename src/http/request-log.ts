@@ -10,9 +10,13 @@ export const logRedaction = {
 }
 
 const INFO = pino.levels.values.info as number
+
+/** When tracing is on: the ids of a request's span, which its line carries as `trace_id` and `span_id`. */
+export type RequestTraceIds = (request: FastifyRequest) => { readonly traceId: string, readonly spanId: string } | undefined
+
 /**
- * One log line per completed request (method, path, status, time, and the name of the token that
- * authenticated it) instead of Fastify's two, which
+ * One log line per completed request (method, path, client address, status, time, and the name of the
+ * token that authenticated it) instead of Fastify's two, which
  * measurably cost throughput. Request headers are never logged; errors of 5xx replies are logged with
  * their stack by the error envelope.
  *
@@ -26,14 +30,16 @@ const INFO = pino.levels.values.info as number
 export class CompletedRequestLog extends LogController {
   readonly #enabled: boolean
   readonly #destination: DestinationStream | undefined
+  readonly #traceIdsOf: RequestTraceIds | undefined
   readonly #lineStart = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},"reqId":`
   #pendingLines = ''
   #writeScheduled = false
 
-  constructor (level: LevelWithSilentOrString, destination?: DestinationStream) {
+  constructor (level: LevelWithSilentOrString, destination?: DestinationStream, traceIdsOf?: RequestTraceIds) {
     super()
     this.#enabled = (pino.levels.values[level] ?? Infinity) <= INFO
     this.#destination = destination
+    this.#traceIdsOf = traceIdsOf
   }
 
   /** Hands the lines waiting for the end of this event-loop turn to the stream now. */
@@ -49,10 +55,16 @@ export class CompletedRequestLog extends LogController {
 
   override requestCompleted (_error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (!this.#enabled) return
+    // The client's address (from X-Forwarded-For as TRUST_PROXY allows); unknown once a client that left
+    // before its answer has closed the socket, and then absent from the line.
+    const remoteAddress: string | undefined = request.ip
+    const traceIds = this.#traceIdsOf === undefined ? undefined : this.#traceIdsOf(request)
     if (this.#destination === undefined) {
       reply.log.info({
+        ...(traceIds === undefined ? {} : { trace_id: traceIds.traceId, span_id: traceIds.spanId }),
         method: request.method,
         url: request.url,
+        remoteAddress,
         statusCode: reply.statusCode,
         responseTime: reply.elapsedTime,
         ...(request.accessToken === null ? {} : { tokenName: request.accessToken.name })
@@ -60,8 +72,13 @@ export class CompletedRequestLog extends LogController {
       return
     }
     this.#pendingLines +=
-      `{"level":30,"time":${Date.now()}${this.#lineStart}${jsonString(request.id)},"method":${jsonString(request.method)},` +
-      `"url":${jsonString(request.url)},"statusCode":${reply.statusCode},"responseTime":${reply.elapsedTime.toFixed(3)},` +
+      `{"level":30,"time":${Date.now()}${this.#lineStart}${jsonString(request.id)},` +
+      // Where pino's mixin puts them on the lines logged through request.log. Hexadecimal: nothing to escape.
+      (traceIds === undefined ? '' : `"trace_id":"${traceIds.traceId}","span_id":"${traceIds.spanId}",`) +
+      `"method":${jsonString(request.method)},` +
+      `"url":${jsonString(request.url)},` +
+      (remoteAddress === undefined ? '' : `"remoteAddress":${jsonString(remoteAddress)},`) +
+      `"statusCode":${reply.statusCode},"responseTime":${reply.elapsedTime.toFixed(3)},` +
       (request.accessToken === null ? '' : `"tokenName":${jsonString(request.accessToken.name)},`) +
       '"msg":"request completed"}\n'
     if (!this.#writeScheduled) {

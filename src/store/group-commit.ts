@@ -1,4 +1,4 @@
-import type { PlantStore } from './plant-store.js'
+import type { PlantStore, StoreObserver } from './plant-store.js'
 import { TurnBatch, type Waiting } from './turn-batch.js'
 import { idOf, type WriteOperation, type WriteOutcome, type WriteResult } from './write-operations.js'
 
@@ -12,6 +12,7 @@ export const RUN_AGAIN = Symbol('run again')
 export type CommitBatch = (operations: readonly WriteOperation[]) => Promise<ReadonlyArray<WriteOutcome | typeof RUN_AGAIN>>
 
 export interface GroupCommitOptions {
+  readonly backend: PlantStore['backend']
   /** The most operations one transaction takes. */
   readonly maxBatchSize: number
   /** Called after each committed batch with its size: for tests and metrics. */
@@ -32,28 +33,46 @@ type Pending = Waiting<WriteOperation, WriteOutcome>
  * backend may run them in any order.
  */
 export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
+  /** Told about every batch (PlantStore.observe). */
+  observer: StoreObserver | undefined
+
   constructor (private readonly commitBatch: CommitBatch, private readonly options: GroupCommitOptions) {
     super()
   }
 
   submit<Operation extends WriteOperation> (operation: Operation): Promise<WriteResult<Operation>> {
-    return this.enqueue(operation) as Promise<WriteResult<Operation>>
+    return this.enqueue(operation, this.observer?.writeSubmitted?.()) as Promise<WriteResult<Operation>>
   }
 
   protected async runNextBatch (): Promise<void> {
     const batch = this.takeBatch()
+    const observer = this.observer
+    const startedAt = observer === undefined ? 0 : performance.now()
     let results
     try {
       results = await this.commitBatch(batch.map((pending) => pending.item))
     } catch (error) {
+      if (observer !== undefined) this.report(observer, batch, startedAt, false)
       for (const pending of batch) pending.reject(error)
       return
     }
+    if (observer !== undefined) this.report(observer, batch, startedAt, true)
     this.options.onBatchCommitted?.(batch.length)
     batch.forEach((pending, index) => {
       const result = results[index]
       if (result === RUN_AGAIN || result === undefined) this.queue.push(pending)
       else pending.resolve(result)
+    })
+  }
+
+  private report (observer: StoreObserver, batch: readonly Pending[], startedAt: number, committed: boolean): void {
+    observer.writeBatchEnded({
+      backend: this.options.backend,
+      size: batch.length,
+      startedAt,
+      seconds: (performance.now() - startedAt) / 1000,
+      committed,
+      submitted: observer.writeSubmitted === undefined ? [] : batch.map((pending) => pending.context)
     })
   }
 

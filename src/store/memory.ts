@@ -83,6 +83,8 @@ export function openMemoryStore (): PlantStore {
     tokens: memoryTokenStore(),
     webhooks,
     async ping () {},
+    // Writes apply at once, one by one: there are no batches to report.
+    observe () {},
     async close () {}
   }
 }
@@ -346,6 +348,17 @@ class MemoryWebhookStore implements WebhookStore {
     const pruned = this.attempts.length - kept.length
     this.attempts.splice(0, this.attempts.length, ...kept)
     return pruned
+  }
+
+  async backlog () {
+    let pending = 0
+    let oldestRecordedAt: number | undefined
+    for (const row of this.outbox.values()) {
+      if (row.failedAt !== undefined) continue
+      pending++
+      oldestRecordedAt = Math.min(oldestRecordedAt ?? Infinity, row.createdAt)
+    }
+    return oldestRecordedAt === undefined ? { pending } : { pending, oldestRecordedAt }
   }
 
   async storedSecrets () {

@@ -103,8 +103,45 @@ export interface PlantStore {
   readonly webhooks: WebhookStore
   /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
   ping (): Promise<void>
+  /** Reports this store's write batches to `observer` from now on (metrics, traces); the app sets it once. */
+  observe (observer: StoreObserver): void
+  /** PostgreSQL only: the connection pool's use right now. */
+  readonly poolUsage?: () => PoolUsage
   /** Finishes pending work and releases the database. */
   close (): Promise<void>
+}
+
+/** What a store tells about its write batches. */
+export interface StoreObserver {
+  /**
+   * Called in the caller's context as each write is submitted to a batch; what it returns is handed
+   * back with the batch that commits the write (a tracer returns the request's span context here).
+   */
+  readonly writeSubmitted?: (() => unknown) | undefined
+  /** A write batch's transaction ended, committed or not. */
+  readonly writeBatchEnded: (batch: WriteBatchReport) => void
+}
+
+export interface WriteBatchReport {
+  readonly backend: PlantStore['backend']
+  /** How many writes the transaction held. */
+  readonly size: number
+  /** When the transaction started, on `performance.now()`'s clock. */
+  readonly startedAt: number
+  readonly seconds: number
+  readonly committed: boolean
+  /** What `writeSubmitted` returned for each write of the batch, when the observer has one. */
+  readonly submitted: readonly unknown[]
+}
+
+export interface PoolUsage {
+  /** Connections open now, idle or in use. */
+  readonly total: number
+  readonly idle: number
+  /** Queries waiting for a connection. */
+  readonly waiting: number
+  /** The most connections the pool opens (DATABASE_POOL_SIZE). */
+  readonly max: number
 }
 
 export function samePlant (a: PlantRecord, b: PlantRecord): boolean {

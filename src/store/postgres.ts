@@ -199,6 +199,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     }
   }
   const writes = new GroupCommit(commitBatch, {
+    backend: 'postgres',
     maxBatchSize: MAX_BATCH_SIZE,
     onBatchCommitted: options.onBatchCommitted
   })
@@ -241,6 +242,10 @@ export async function openPostgresStore (connectionString: string, options: Post
         throw asStoreError(error)
       }
     }),
+    observe (observer) {
+      writes.observer = observer
+    },
+    poolUsage: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize }),
     async ping () {
       try {
         await query({ text: 'SELECT 1' })
@@ -428,6 +433,13 @@ function postgresWebhookStore (query: Query, transaction: Transact): WebhookStor
     async pruneAttempts (before) {
       const { rowCount } = await query({ text: 'DELETE FROM webhook_attempts WHERE at < $1', values: [before] })
       return rowCount ?? 0
+    },
+    async backlog () {
+      const { rows } = await query<{ pending: bigint, oldest: bigint | null }>({
+        text: 'SELECT count(*) AS pending, min(created_at) AS oldest FROM webhook_outbox WHERE failed_at IS NULL'
+      })
+      const { pending = 0n, oldest = null } = rows[0] ?? {}
+      return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
     },
     async storedSecrets () {
       const { rows } = await query<{ id: string, secret: string }>({ text: 'SELECT id, secret FROM webhook_subscriptions' })

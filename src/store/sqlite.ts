@@ -68,7 +68,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     return operations.map((operation, index) => outcomeOf(operation, effects[index]))
   }
   const writes = new GroupCommit(commitBatch,
-    { maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted: options.onBatchCommitted })
+    { backend: 'sqlite', maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted: options.onBatchCommitted })
 
   // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
   // driver for all of them costs about a third of a statement each (docs/benchmarks.md).
@@ -103,6 +103,9 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     },
     tokens: sqliteTokenStore(db),
     webhooks: sqliteWebhookStore(db, writer),
+    observe (observer) {
+      writes.observer = observer
+    },
     async ping () {
       try {
         probe.get()
@@ -206,6 +209,8 @@ function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookS
   const attemptsAfter = db.prepare<[string, bigint, number], AttemptRow>(
     `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? AND id < ? ORDER BY id DESC LIMIT ?`)
   const secrets = db.prepare<[], { id: string, url: string, secret: string }>('SELECT id, url, secret FROM webhook_subscriptions')
+  const backlog = db.prepare<[], { pending: number, oldest: number | bigint | null }>(
+    'SELECT count(*) AS pending, min(created_at) AS oldest FROM webhook_outbox WHERE failed_at IS NULL')
   // Spares the writer thread a transaction when nothing is due, which is most of the dispatcher's polls.
   const anyDue = db.prepare<[bigint, bigint], number>(
     'SELECT 1 FROM webhook_outbox WHERE failed_at IS NULL AND next_attempt_at <= ? AND lease_until <= ? LIMIT 1').pluck(true)
@@ -258,6 +263,10 @@ function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookS
     },
     async pruneAttempts (before) {
       return await command('pruneAttempts', before) as number
+    },
+    async backlog () {
+      const { pending, oldest } = unlessTransient(() => backlog.get()) ?? { pending: 0, oldest: null }
+      return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
     },
     async storedSecrets () {
       return unlessTransient(() => secrets.all()).map((row) => ({ id: row.id, storedSecret: row.secret }))

@@ -3,6 +3,8 @@ export interface Waiting<Item, Result> {
   readonly item: Item
   readonly resolve: (result: Result) => void
   readonly reject: (error: unknown) => void
+  /** What the batcher's observer captured when the item was submitted. */
+  readonly context?: unknown
 }
 
 /**
@@ -16,9 +18,9 @@ export abstract class TurnBatch<Item, Result> {
   private scheduled = false
   private idleWaiters: Array<() => void> = []
 
-  protected enqueue (item: Item): Promise<Result> {
+  protected enqueue (item: Item, context?: unknown): Promise<Result> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ item, resolve, reject })
+      this.queue.push(context === undefined ? { item, resolve, reject } : { item, resolve, reject, context })
       if (!this.running && !this.scheduled) {
         this.scheduled = true
         setImmediate(this.drain)

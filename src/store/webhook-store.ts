@@ -108,8 +108,16 @@ export interface WebhookStore {
   settle (owner: string, attempts: readonly SettledAttempt[]): Promise<void>
   /** Deletes attempts recorded before `before`; returns how many. */
   pruneAttempts (before: number): Promise<number>
+  /** Events waiting for delivery (not delivered, not failed), of every subscription: the metrics' backlog. */
+  backlog (): Promise<WebhookBacklog>
   /** The stored secrets, to check at start that WEBHOOK_SECRETS_KEY opens them. */
   storedSecrets (): Promise<Array<{ readonly id: string, readonly storedSecret: string }>>
+}
+
+export interface WebhookBacklog {
+  readonly pending: number
+  /** When the oldest pending event was recorded (epoch ms); absent when none is pending. */
+  readonly oldestRecordedAt?: number
 }
 
 /** The JSON body of an event: the plant's document, or its id alone for a deletion. */

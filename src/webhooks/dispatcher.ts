@@ -22,6 +22,23 @@ export interface DispatcherOptions {
   readonly allowPrivateNetworks: boolean
 }
 
+/** Told about every attempt as it ends (metrics). */
+export interface DeliveryObserver {
+  readonly deliveryEnded: (result: SettledAttempt['result'], seconds: number) => void
+}
+
+/** Traces every attempt (when tracing is on). */
+export interface DeliveryTracer {
+  /**
+   * Runs `attempt` in a span of its own, which ends with the attempt's outcome; `attempt` sends the
+   * headers it is given (`traceparent`), so the receiver's spans can follow on from it.
+   */
+  readonly traceAttempt: (
+    delivery: ClaimedDelivery,
+    attempt: (traceHeaders: Readonly<Record<string, string>>) => Promise<SettledAttempt>
+  ) => Promise<SettledAttempt>
+}
+
 export interface DispatcherLog {
   warn (details: object, message: string): void
   debug (details: object, message: string): void
@@ -59,6 +76,8 @@ export class WebhookDispatcher {
   private outboxUnreadable = false
   private timer: NodeJS.Timeout | undefined
   private lastPrune = 0
+  observer: DeliveryObserver | undefined
+  tracer: DeliveryTracer | undefined
 
   constructor (
     private readonly store: WebhookStore,
@@ -145,7 +164,12 @@ export class WebhookDispatcher {
 
   private deliver (delivery: ClaimedDelivery): void {
     this.inFlight++
-    const done = this.attempt(delivery).then((settled) => {
+    const startedAt = performance.now()
+    const attempt = this.tracer === undefined
+      ? this.attempt(delivery)
+      : this.tracer.traceAttempt(delivery, (traceHeaders) => this.attempt(delivery, traceHeaders))
+    const done = attempt.then((settled) => {
+      this.observer?.deliveryEnded(settled.result, (performance.now() - startedAt) / 1000)
       this.inFlight--
       this.deliveries.delete(done)
       this.toSettle.push(settled)
@@ -178,11 +202,11 @@ export class WebhookDispatcher {
       })
   }
 
-  private async attempt (delivery: ClaimedDelivery): Promise<SettledAttempt> {
+  private async attempt (delivery: ClaimedDelivery, traceHeaders?: Readonly<Record<string, string>>): Promise<SettledAttempt> {
     const at = Date.now()
     let statusCode: number | undefined
     try {
-      statusCode = await this.post(delivery, at)
+      statusCode = await this.post(delivery, at, traceHeaders)
     } catch (error) {
       if (this.stopping.signal.aborted) {
         return { delivery, at, error: 'the service stopped during the delivery', result: 'retry', nextAttemptAt: at }
@@ -216,7 +240,7 @@ export class WebhookDispatcher {
   }
 
   /** One signed POST; resolves with the receiver's status code. */
-  private async post (delivery: ClaimedDelivery, at: number): Promise<number> {
+  private async post (delivery: ClaimedDelivery, at: number, traceHeaders?: Readonly<Record<string, string>>): Promise<number> {
     const url = new URL(delivery.url)
     const host = hostOf(url)
     // A name is checked where the socket resolves it (publicOnlyLookup); an address here.
@@ -233,7 +257,8 @@ export class WebhookDispatcher {
         'webhook-id': delivery.eventId,
         'webhook-timestamp': String(timestamp),
         'webhook-signature': `v1,${signature}`,
-        'webhook-event': delivery.type
+        'webhook-event': delivery.type,
+        ...traceHeaders
       },
       body: delivery.body,
       // The agent's headersTimeout bounds the wait for the status to 10 s; a timer per delivery

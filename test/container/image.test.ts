@@ -63,25 +63,28 @@ beforeAll(async () => {
   if (exists.code !== 0) throw new Error(`no image ${IMAGE}: build it first with scripts/container/build-image.sh (${exists.code}) ${exists.stderr}`)
 })
 
-function runArgs (port: number, options: { volume?: string, env?: Record<string, string>, extra?: string[] }): string[] {
-  const env = Object.entries({ HOST: '127.0.0.1', PORT: String(port), ...options.env }).flatMap(([name, value]) => ['--env', `${name}=${value}`])
+/** The container's environment and flags; metrics off unless a port is given (the containers share the host's network). */
+function runArgs (port: number, options: { volume?: string, metricsPort?: number, env?: Record<string, string>, extra?: string[] }): string[] {
+  const env = Object.entries({ HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(options.metricsPort ?? 0), ...options.env }).flatMap(([name, value]) => ['--env', `${name}=${value}`])
   const data = options.volume === undefined ? [] : ['--volume', `${options.volume}:/data`]
   return [...PODMAN_RUN_FLAGS, '--read-only', '--tmpfs', '/tmp:rw,size=16m', ...data, ...env, ...(options.extra ?? [])]
 }
 
-interface Container { readonly name: string, readonly port: number, readonly baseUrl: string }
+interface Container { readonly name: string, readonly port: number, readonly baseUrl: string, readonly metricsUrl: string }
 
 /** Starts a container in the background and resolves once /healthz answers 200. */
 async function startContainer (volume: string): Promise<Container> {
   const name = `plantstore-smoke-${randomUUID().slice(0, 8)}`
   const port = await freePort()
+  const metricsPort = await freePort()
   containers.push(name)
-  await podmanOk(['run', '--detach', '--name', name, ...runArgs(port, { volume }), IMAGE])
+  await podmanOk(['run', '--detach', '--name', name, ...runArgs(port, { volume, metricsPort }), IMAGE])
   const baseUrl = `http://127.0.0.1:${port}`
+  const metricsUrl = `http://127.0.0.1:${metricsPort}`
   const deadline = Date.now() + 30_000
   while (Date.now() < deadline) {
     const healthy = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(2000) }).then((response) => response.ok, () => false)
-    if (healthy) return { name, port, baseUrl }
+    if (healthy) return { name, port, baseUrl, metricsUrl }
     const state = await podmanOk(['inspect', '--format', '{{.State.Status}}', name])
     if (state === 'exited') throw new Error(`container exited while starting:\n${(await podman(['logs', name])).stderr}`)
     await sleep(200)
@@ -146,6 +149,20 @@ describe(`The container image ${IMAGE}`, () => {
     expect(read.status).toBe(200)
     expect(read.headers.get('content-type')).toMatch(/^application\/json/)
     expect(await read.text()).toBe(FERN)
+  })
+
+  it('serves /metrics on METRICS_PORT, counting the requests above by route template', async () => {
+    const scraped = await fetch(`${first.metricsUrl}/metrics`, { signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) })
+    const text = await scraped.text()
+    const publicMetrics = await fetch(`${first.baseUrl}/metrics`, { signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) })
+
+    expect(scraped.status).toBe(200)
+    expect(scraped.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8')
+    expect(text).toContain('http_request_duration_seconds_count{method="POST",route="/plants",status_code="200"} 1\n')
+    expect(text).toContain('http_request_duration_seconds_count{method="GET",route="/plants/:id",status_code="200"} 1\n')
+    expect(text).toContain('plantstore_build_info{version="1.4.0"} 1\n')
+    expect(text).toContain('plantstore_store_up 1\n')
+    expect(publicMetrics.status).toBe(404)
   })
 
   const attempted: number[] = []

@@ -1,0 +1,52 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onResponseHookHandler } from 'fastify'
+import fp from 'fastify-plugin'
+import type { HistogramSeries } from './fast-histogram.js'
+import type { ServiceMetrics } from './metrics.js'
+
+/** The `route` label of requests no route matched (404, and 405 for known paths): never the raw URL. */
+export const UNMATCHED_ROUTE = 'unmatched'
+
+/**
+ * Observes every answered request in `http_request_duration_seconds`. Each route gets its own
+ * `onResponse` hook that knows its template, so no request looks its route up; requests that no route
+ * matched are counted under one `route` value, so probes of random paths cannot grow the label set.
+ */
+export const httpMetrics = fp(async function httpMetrics (app: FastifyInstance, options: { metrics: ServiceMetrics }) {
+  const { requestDuration } = options.metrics
+  const observerFor = (route: string) => {
+    const byMethod = new Map<string, Map<number, HistogramSeries>>()
+    return (request: FastifyRequest, reply: FastifyReply) => {
+      let byStatus = byMethod.get(request.method)
+      if (byStatus === undefined) {
+        byStatus = new Map()
+        byMethod.set(request.method, byStatus)
+      }
+      let series = byStatus.get(reply.statusCode)
+      if (series === undefined) {
+        series = requestDuration.series(request.method, route, reply.statusCode)
+        byStatus.set(reply.statusCode, series)
+      }
+      series.observe(reply.elapsedTime / 1000)
+    }
+  }
+
+  const measured = new WeakSet<onResponseHookHandler>()
+  app.addHook('onRoute', (route) => {
+    const hooks = route.onResponse === undefined ? [] : Array.isArray(route.onResponse) ? route.onResponse : [route.onResponse]
+    // A GET's HEAD route is made from the GET's options, hooks included.
+    if (hooks.some((hook) => measured.has(hook))) return
+    const observe = observerFor(route.url)
+    const measure = function (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
+      observe(request, reply)
+      done()
+    }
+    measured.add(measure)
+    route.onResponse = [...hooks, measure]
+  })
+
+  const observeUnmatched = observerFor(UNMATCHED_ROUTE)
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.is404) observeUnmatched(request, reply)
+    done()
+  })
+}, { name: 'http-metrics' })

@@ -1,0 +1,238 @@
+import { collectDefaultMetrics, Counter, Gauge, Registry, type GaugeConfiguration } from 'prom-client'
+import type { PlantStore, StoreObserver } from '../store/plant-store.js'
+import type { DeliveryObserver } from '../webhooks/dispatcher.js'
+import { FastHistogram } from './fast-histogram.js'
+
+/** Request latency: sub-millisecond answers are the norm here, so the buckets start at 0.5 ms. */
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+/** How long a scrape waits for the store's ping and backlog before reporting them unknown. */
+const SCRAPE_STORE_TIMEOUT_MS = 2000
+
+export type StoreOperation = 'create' | 'get' | 'list' | 'put' | 'patch' | 'delete'
+export type ShedReason = 'in_flight' | 'event_loop'
+
+/**
+ * Every metric the service exposes, in one registry per app (tests build many apps in one process).
+ * Names follow Prometheus' conventions; the request histogram has fastify-metrics' name and labels, so
+ * existing dashboards work. The hot paths (a request, a store call) only add to a FastHistogram's
+ * counters; everything that needs a query (store up, webhook backlog, pool use) is read at scrape time.
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry()
+  readonly requestDuration = new FastHistogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time to answer a request, by method, route template and status code',
+    labelNames: ['method', 'route', 'status_code'],
+    buckets: LATENCY_BUCKETS
+  })
+
+  readonly storeOperationDuration = new FastHistogram({
+    name: 'plantstore_store_operation_duration_seconds',
+    help: 'Time a store operation took, as the routes see it (batching included), by operation and backend',
+    labelNames: ['operation', 'backend'],
+    buckets: LATENCY_BUCKETS
+  })
+
+  private readonly writeBatchSize = new FastHistogram({
+    name: 'plantstore_store_write_batch_size',
+    help: 'Writes committed together in one group-commit transaction',
+    labelNames: ['backend'],
+    buckets: BATCH_SIZE_BUCKETS
+  })
+
+  private readonly writeBatchDuration = new FastHistogram({
+    name: 'plantstore_store_write_batch_duration_seconds',
+    help: 'Time one group-commit transaction took, from its start to its durable commit',
+    labelNames: ['backend'],
+    buckets: LATENCY_BUCKETS
+  })
+
+  private readonly writeBatchesFailed: Counter<'backend'>
+  private readonly requestsShed: Counter<'reason'>
+  private readonly deliveries: Counter<'result'>
+  private readonly deliveryDuration = new FastHistogram({
+    name: 'plantstore_webhook_delivery_duration_seconds',
+    help: 'Time one webhook delivery attempt took, until the receiver answered or the attempt failed',
+    labelNames: [],
+    buckets: LATENCY_BUCKETS
+  })
+
+  private readInFlight: () => number = () => 0
+
+  constructor (store: PlantStore, version: string) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry })
+    for (const histogram of [this.requestDuration, this.storeOperationDuration, this.writeBatchSize, this.writeBatchDuration, this.deliveryDuration]) {
+      histogram.registerWith(this.registry)
+    }
+    this.gauge({ name: 'plantstore_build_info', help: 'The running release; always 1', labelNames: ['version'] }).set({ version }, 1)
+    const readInFlight = () => this.readInFlight()
+    this.gauge({
+      name: 'plantstore_http_requests_in_flight',
+      help: 'Requests being answered now (liveness probes not counted)',
+      collect () { this.set(readInFlight()) }
+    })
+    this.requestsShed = new Counter({
+      name: 'plantstore_http_requests_shed_total',
+      help: 'Requests answered 503 at once because the service was overloaded, by signal',
+      labelNames: ['reason'],
+      registers
+    })
+    for (const reason of ['in_flight', 'event_loop'] satisfies ShedReason[]) this.requestsShed.inc({ reason }, 0)
+    this.writeBatchesFailed = new Counter({
+      name: 'plantstore_store_write_batches_failed_total',
+      help: 'Group-commit transactions that did not commit (their writes were answered 503)',
+      labelNames: ['backend'],
+      registers
+    })
+    if (store.backend !== 'memory') this.writeBatchesFailed.inc({ backend: store.backend }, 0)
+    this.gauge({
+      name: 'plantstore_store_up',
+      help: 'Whether the store answered a ping at this scrape (1) or not (0): what /readyz reports',
+      async collect () { this.set(await answers(store.ping()) ? 1 : 0) }
+    })
+    this.deliveries = new Counter({
+      name: 'plantstore_webhook_deliveries_total',
+      help: 'Webhook delivery attempts by result: delivered (2xx), retry (due again), failed (given up), gone (410: subscription disabled)',
+      labelNames: ['result'],
+      registers
+    })
+    for (const result of ['delivered', 'retry', 'failed', 'gone']) this.deliveries.inc({ result }, 0)
+    this.registerBacklog(store)
+    if (store.poolUsage !== undefined) this.registerPoolUsage(store.poolUsage)
+  }
+
+  /** What the store reports about its batches. */
+  readonly storeObserver: StoreObserver = {
+    writeBatchEnded: ({ backend, size, seconds, committed }) => {
+      if (!committed) {
+        this.writeBatchesFailed.inc({ backend })
+        return
+      }
+      this.writeBatchSize.series(backend).observe(size)
+      this.writeBatchDuration.series(backend).observe(seconds)
+    }
+  }
+
+  /** What the webhook dispatcher reports about its attempts. */
+  readonly deliveryObserver: DeliveryObserver = {
+    deliveryEnded: (result, seconds) => {
+      this.deliveries.inc({ result })
+      this.deliveryDuration.series().observe(seconds)
+    }
+  }
+
+  /** Where the number of requests in flight is read from (the load-shedding plugin counts them). */
+  countInFlightWith (read: () => number): void {
+    this.readInFlight = read
+  }
+
+  requestShed (reason: ShedReason): void {
+    this.requestsShed.inc({ reason })
+  }
+
+  /** A gauge in this registry; those with `collect` are read at each scrape. */
+  private gauge<Label extends string> (configuration: Omit<GaugeConfiguration<Label>, 'registers'>): Gauge<Label> {
+    return new Gauge({ ...configuration, registers: [this.registry] })
+  }
+
+  /** The exposition, and its content type (Prometheus text format 0.0.4). */
+  async scrape (): Promise<{ readonly contentType: string, readonly text: string }> {
+    return { contentType: this.registry.contentType, text: await this.registry.metrics() }
+  }
+
+  private registerBacklog (store: PlantStore): void {
+    // One query serves both gauges of a scrape.
+    let backlog: ReturnType<PlantStore['webhooks']['backlog']> | undefined
+    const readBacklog = () => {
+      backlog ??= withTimeout(store.webhooks.backlog()).finally(() => { setImmediate(() => { backlog = undefined }) })
+      return backlog.catch(() => undefined)
+    }
+    this.gauge({
+      name: 'plantstore_webhook_backlog_events',
+      help: 'Webhook events waiting for delivery (neither delivered nor failed), all subscriptions and instances; NaN when the store does not answer',
+      async collect () {
+        this.set((await readBacklog())?.pending ?? NaN)
+      }
+    })
+    this.gauge({
+      name: 'plantstore_webhook_backlog_oldest_age_seconds',
+      help: 'How long the oldest waiting webhook event has waited since its write committed; 0 when none waits',
+      async collect () {
+        const read = await readBacklog()
+        if (read === undefined) this.set(NaN)
+        else this.set(read.oldestRecordedAt === undefined ? 0 : Math.max(0, (Date.now() - read.oldestRecordedAt) / 1000))
+      }
+    })
+  }
+
+  private registerPoolUsage (poolUsage: NonNullable<PlantStore['poolUsage']>): void {
+    this.gauge({
+      name: 'plantstore_postgres_pool_connections',
+      help: 'PostgreSQL connections of this instance by state: idle in the pool, or busy with a query',
+      labelNames: ['state'],
+      collect () {
+        const { total, idle } = poolUsage()
+        this.set({ state: 'idle' }, idle)
+        this.set({ state: 'busy' }, total - idle)
+      }
+    })
+    this.gauge({
+      name: 'plantstore_postgres_pool_max_connections',
+      help: 'The most PostgreSQL connections this instance opens (DATABASE_POOL_SIZE)',
+      collect () { this.set(poolUsage().max) }
+    })
+    this.gauge({
+      name: 'plantstore_postgres_pool_waiting_queries',
+      help: 'Queries waiting for a free PostgreSQL connection',
+      collect () { this.set(poolUsage().waiting) }
+    })
+  }
+}
+
+async function answers (ping: Promise<void>): Promise<boolean> {
+  try {
+    await withTimeout(ping)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function withTimeout<T> (work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(new Error('the store did not answer in time')) }, SCRAPE_STORE_TIMEOUT_MS)
+  })
+  return Promise.race([work, timeout]).finally(() => { clearTimeout(timer) })
+}
+
+/** The store as the routes use it: each call's time observed by operation. */
+export function measuredStore (store: PlantStore, metrics: ServiceMetrics): PlantStore {
+  const timed = <Args extends unknown[], Result>(operation: StoreOperation, call: (...args: Args) => Promise<Result>) => {
+    const series = metrics.storeOperationDuration.series(operation, store.backend)
+    return (...args: Args): Promise<Result> => {
+      const startedAt = performance.now()
+      const observe = () => { series.observe((performance.now() - startedAt) / 1000) }
+      const result = call(...args)
+      result.then(observe, observe)
+      return result
+    }
+  }
+  return {
+    backend: store.backend,
+    create: timed('create', (plant) => store.create(plant)),
+    get: timed('get', (id) => store.get(id)),
+    list: timed('list', (page) => store.list(page)),
+    put: timed('put', (plant, expected) => store.put(plant, expected)),
+    patch: timed('patch', (id, patch, expected) => store.patch(id, patch, expected)),
+    delete: timed('delete', (id, expected) => store.delete(id, expected)),
+    tokens: store.tokens,
+    webhooks: store.webhooks,
+    ping: () => store.ping(),
+    observe: (observer) => { store.observe(observer) },
+    ...(store.poolUsage === undefined ? {} : { poolUsage: store.poolUsage }),
+    close: () => store.close()
+  }
+}
