@@ -122,7 +122,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   app.decorateRequest('accessToken', null)
   // Before everything, so a request's span covers every hook. Off: nothing registered.
   if (tracing !== undefined) await app.register(tracing.requestSpans)
-  // First, so CORS headers are on every answer; and before knownRoutes (see cors.ts). Off: nothing registered.
+  // Before every other hook, so CORS headers are on every answer; and before knownRoutes (see cors.ts). Off: nothing registered.
   const corsOrigins = config.corsOrigins ?? []
   if (corsOrigins === '*' || corsOrigins.length > 0) await app.register(cors, { origins: corsOrigins })
   app.decorate('metrics', metrics ?? null)

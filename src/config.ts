@@ -11,6 +11,7 @@ import { secretsKeyOf } from './webhooks/secrets.js'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = typeof LOG_LEVELS[number]
+export type OtlpProtocol = 'http/protobuf' | 'http/json'
 
 export interface Config {
   readonly port: number
@@ -39,6 +40,8 @@ export interface Config {
   readonly metricsPort: number
   /** Whether traces are exported: an OTLP endpoint is set (the OpenTelemetry SDK reads its own `OTEL_*` variables). */
   readonly tracing: boolean
+  /** How spans are encoded for the OTLP endpoint (the exporters do not read OTEL_EXPORTER_OTLP_PROTOCOL themselves). */
+  readonly otlpProtocol: OtlpProtocol
   /** Origins allowed to call the API from a browser: `'*'`, a list, or empty for CORS off. */
   readonly corsOrigins: '*' | readonly string[]
   /** Fastify's `trustProxy`: whom to believe about the client's address and protocol (`X-Forwarded-*`). */
@@ -143,6 +146,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     }),
     metricsPort: read(() => integerVariable(env, 'METRICS_PORT', 9464, 0, 65535), 0),
     tracing: read(() => tracingVariable(env), false),
+    otlpProtocol: read(() => otlpProtocolVariable(env), 'http/protobuf'),
     corsOrigins: Object.freeze(read(() => corsOriginsVariable(env), [])),
     trustProxy: read(() => trustProxyVariable(env), false)
   })
@@ -217,6 +221,14 @@ function tracingVariable (env: Env): boolean {
   // A comma-separated list, its values case-insensitive (the OpenTelemetry specification's rules).
   const exporters = (valueOf(env, 'OTEL_TRACES_EXPORTER') ?? 'otlp').toLowerCase().split(',').map((name) => name.trim())
   return !exporters.includes('none')
+}
+
+/** `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or `OTEL_EXPORTER_OTLP_PROTOCOL`: the specification's default, or JSON. gRPC is not shipped. */
+function otlpProtocolVariable (env: Env): OtlpProtocol {
+  const variable = valueOf(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+  const value = valueOf(env, variable) ?? 'http/protobuf'
+  if (value === 'http/protobuf' || value === 'http/json') return value
+  throw new ConfigError(variable, `must be "http/protobuf" or "http/json" (gRPC is not supported), got ${JSON.stringify(value)}`)
 }
 
 /** `CORS_ORIGINS`: `*`, or comma-separated origins such as `https://app.example.com` (scheme, host, port; no path). */

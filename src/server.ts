@@ -21,7 +21,7 @@ async function main (): Promise<void> {
   loadDotEnvFile()
   const config = loadConfig()
   // Only now is the OpenTelemetry SDK loaded; with tracing off it never is.
-  const tracing = config.tracing ? await startTracing() : undefined
+  const tracing = config.tracing ? await startTracing(config.otlpProtocol) : undefined
   const store = await openStore(config.databaseUrl, config.database)
   await checkWebhookSecrets(store, config.webhooks.secretsKey)
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)

@@ -29,6 +29,7 @@ describe('Configuration from the environment', () => {
       webhooks: DEFAULT_WEBHOOK_CONFIG,
       metricsPort: 9464,
       tracing: false,
+      otlpProtocol: 'http/protobuf',
       corsOrigins: [],
       trustProxy: false
     })
@@ -99,6 +100,7 @@ describe('Configuration from the environment', () => {
       },
       metricsPort: 9100,
       tracing: true,
+      otlpProtocol: 'http/protobuf',
       corsOrigins: ['https://app.example.com', 'http://localhost:5173'],
       trustProxy: '10.0.0.0/8'
     })
@@ -134,6 +136,8 @@ describe('Configuration from the environment', () => {
     ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318', 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (OTLP over HTTP), got "collector:4318"'],
     ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://collector:4317', 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (OTLP over HTTP), got "grpc://collector:4317"'],
     ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'not a url', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http or https URL (OTLP over HTTP), got "not a url"'],
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc', 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf" or "http/json" (gRPC is not supported), got "grpc"'],
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'json', 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be "http/protobuf" or "http/json" (gRPC is not supported), got "json"'],
     ['CORS_ORIGINS', 'https://app.example.com/', `${CORS_ORIGINS_RULE}, got "https://app.example.com/"`],
     ['CORS_ORIGINS', 'https://app.example.com/plants', `${CORS_ORIGINS_RULE}, got "https://app.example.com/plants"`],
     ['CORS_ORIGINS', 'app.example.com', `${CORS_ORIGINS_RULE}, got "app.example.com"`],
@@ -237,6 +241,14 @@ describe('Metrics, tracing, CORS and proxy settings', () => {
     ['OTEL_TRACES_EXPORTER=otlp', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'otlp' }, true]
   ])('turns tracing on or off for %s', (_case, env, tracing) => {
     expect(loadConfig(env, false).tracing).toBe(tracing)
+  })
+
+  it.each<[Record<string, string>, string]>([
+    [{}, 'http/protobuf'],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, 'http/json'],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }, 'http/protobuf']
+  ])('reads the OTLP protocol from %j (the traces variable wins)', (env, protocol) => {
+    expect(loadConfig(env, false).otlpProtocol).toBe(protocol)
   })
 
   it('judges the traces endpoint, which wins over the general one, and names the variable it came from', () => {

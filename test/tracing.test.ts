@@ -54,7 +54,7 @@ async function tracedApp (receiver: OtlpReceiver, options: {
   vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', receiver.endpoint)
   vi.stubEnv('OTEL_EXPORTER_OTLP_PROTOCOL', 'http/json')
   vi.stubEnv('OTEL_BSP_SCHEDULE_DELAY', '50')
-  const tracing = await startTracing()
+  const tracing = await startTracing('http/json')
   const store = options.store ?? openSqliteStore(join(temporaryFolder(), 'plants.db'))
   const accessTokens = new AccessTokenRegistry(store.tokens, parseTokenList((options.tokens ?? [TEST_TOKEN]).join(',')))
   await accessTokens.refresh()

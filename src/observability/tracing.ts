@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { ConfigError, InvalidConfigError } from '../config.js'
+import type { OtlpProtocol } from '../config.js'
 import type { PlantStore, StoreObserver } from '../store/plant-store.js'
 import { SERVICE_VERSION } from '../version.js'
 import type { DeliveryTracer } from '../webhooks/dispatcher.js'
@@ -43,14 +43,12 @@ export interface TraceIds {
   readonly spanId: string
 }
 
-export type OtlpProtocol = 'http/protobuf' | 'http/json'
 
 /** What a stop waits for the last spans to be exported: the graceful stop has 8 s for everything. */
 const SHUTDOWN_EXPORT_MS = 2000
 
 /** Starts the SDK: a batch span processor exporting over OTLP/HTTP, configured by the OTEL_* variables. */
-export async function startTracing (): Promise<Tracing> {
-  const protocol = otlpProtocol()
+export async function startTracing (protocol: OtlpProtocol): Promise<Tracing> {
   const [
     api, { NodeTracerProvider, BatchSpanProcessor }, exporter, resources, semconv, { FastifyOtelInstrumentation },
     requestSpans, storeSpans, { deliverySpans }
@@ -106,18 +104,4 @@ export async function startTracing (): Promise<Tracing> {
       api.propagation.disable()
     }
   }
-}
-
-/**
- * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf (the specification's
- * default) or http/json. The exporters do not read it (the Node SDK package, not used here, does).
- */
-function otlpProtocol (env: Readonly<Record<string, string | undefined>> = process.env): OtlpProtocol {
-  const variable = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? '') !== '' ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
-  const value = env[variable] ?? ''
-  if (value === '') return 'http/protobuf'
-  if (value === 'http/protobuf' || value === 'http/json') return value
-  throw new InvalidConfigError([
-    new ConfigError(variable, `must be "http/protobuf" or "http/json" (gRPC is not supported), got ${JSON.stringify(value)}`)
-  ])
 }
