@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry, type GaugeConfiguratio
 import type { PlantStore, StoreObserver } from '../store/plant-store.js'
 import type { DeliveryObserver } from '../webhooks/dispatcher.js'
 import { FastHistogram } from './fast-histogram.js'
+import { wrappedStore } from './wrapped-store.js'
 
 /** Request latency: sub-millisecond answers are the norm here, so the buckets start at 0.5 ms. */
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -9,7 +10,6 @@ const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 /** How long a scrape waits for the store's ping and backlog before reporting them unknown. */
 const SCRAPE_STORE_TIMEOUT_MS = 2000
 
-export type StoreOperation = 'create' | 'get' | 'list' | 'put' | 'patch' | 'delete'
 export type ShedReason = 'in_flight' | 'event_loop'
 
 /**
@@ -210,29 +210,14 @@ function withTimeout<T> (work: Promise<T>): Promise<T> {
 
 /** The store as the routes use it: each call's time observed by operation. */
 export function measuredStore (store: PlantStore, metrics: ServiceMetrics): PlantStore {
-  const timed = <Args extends unknown[], Result>(operation: StoreOperation, call: (...args: Args) => Promise<Result>) => {
+  return wrappedStore(store, (operation, call) => {
     const series = metrics.storeOperationDuration.series(operation, store.backend)
-    return (...args: Args): Promise<Result> => {
+    return (...args) => {
       const startedAt = performance.now()
       const observe = () => { series.observe((performance.now() - startedAt) / 1000) }
       const result = call(...args)
       result.then(observe, observe)
       return result
     }
-  }
-  return {
-    backend: store.backend,
-    create: timed('create', (plant) => store.create(plant)),
-    get: timed('get', (id) => store.get(id)),
-    list: timed('list', (page) => store.list(page)),
-    put: timed('put', (plant, expected) => store.put(plant, expected)),
-    patch: timed('patch', (id, patch, expected) => store.patch(id, patch, expected)),
-    delete: timed('delete', (id, expected) => store.delete(id, expected)),
-    tokens: store.tokens,
-    webhooks: store.webhooks,
-    ping: () => store.ping(),
-    observe: (observer) => { store.observe(observer) },
-    ...(store.poolUsage === undefined ? {} : { poolUsage: store.poolUsage }),
-    close: () => store.close()
-  }
+  })
 }

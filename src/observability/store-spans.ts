@@ -1,5 +1,6 @@
 import { context, SpanStatusCode, trace, type Link, type Span, type Tracer } from '@opentelemetry/api'
 import type { PlantStore, StoreObserver } from '../store/plant-store.js'
+import { wrappedStore } from './wrapped-store.js'
 
 export const ATTR_STORE_BACKEND = 'plantstore.store.backend'
 export const ATTR_STORE_OUTCOME = 'plantstore.store.outcome'
@@ -11,9 +12,9 @@ export const ATTR_BATCH_SIZE = 'plantstore.store.batch.size'
  */
 export function tracedStore (store: PlantStore, tracer: Tracer): PlantStore {
   const attributes = { [ATTR_STORE_BACKEND]: store.backend }
-  const traced = <Args extends unknown[], Result>(operation: string, call: (...args: Args) => Promise<Result>) => {
+  return wrappedStore(store, (operation, call) => {
     const name = `store ${operation}`
-    return (...args: Args): Promise<Result> => {
+    return (...args) => {
       const parent = context.active()
       const span = tracer.startSpan(name, { attributes }, parent)
       return context.with(trace.setSpan(parent, span), call, undefined, ...args).then(
@@ -28,22 +29,7 @@ export function tracedStore (store: PlantStore, tracer: Tracer): PlantStore {
           throw error
         })
     }
-  }
-  return {
-    backend: store.backend,
-    create: traced('create', (plant) => store.create(plant)),
-    get: traced('get', (id) => store.get(id)),
-    list: traced('list', (page) => store.list(page)),
-    put: traced('put', (plant, expected) => store.put(plant, expected)),
-    patch: traced('patch', (id, patch, expected) => store.patch(id, patch, expected)),
-    delete: traced('delete', (id, expected) => store.delete(id, expected)),
-    tokens: store.tokens,
-    webhooks: store.webhooks,
-    ping: () => store.ping(),
-    observe: (observer) => { store.observe(observer) },
-    ...(store.poolUsage === undefined ? {} : { poolUsage: store.poolUsage }),
-    close: () => store.close()
-  }
+  })
 }
 
 /**

@@ -43,7 +43,6 @@ export interface TraceIds {
   readonly spanId: string
 }
 
-
 /** What a stop waits for the last spans to be exported: the graceful stop has 8 s for everything. */
 const SHUTDOWN_EXPORT_MS = 2000
 
