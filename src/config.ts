@@ -117,6 +117,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       return fallback
     }
   }
+  const tracing = read(() => tracingVariable(env), false)
   const config: Config = Object.freeze({
     port: read(() => integerVariable(env, 'PORT', 3000, 0, 65535), 0),
     host: read(() => hostVariable(env), ''),
@@ -145,11 +146,15 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       leaseMs: read(() => integerVariable(env, 'WEBHOOK_LEASE_MS', DEFAULT_WEBHOOK_CONFIG.leaseMs, 11_000, 3600_000), 0)
     }),
     metricsPort: read(() => integerVariable(env, 'METRICS_PORT', 9464, 0, 65535), 0),
-    tracing: read(() => tracingVariable(env), false),
-    otlpProtocol: read(() => otlpProtocolVariable(env), 'http/protobuf'),
+    tracing,
+    // Judged only when spans go out: with tracing off the OTEL_* variables may hold anything.
+    otlpProtocol: tracing ? read(() => otlpProtocolVariable(env), 'http/protobuf') : 'http/protobuf',
     corsOrigins: Object.freeze(read(() => corsOriginsVariable(env), [])),
     trustProxy: read(() => trustProxyVariable(env), false)
   })
+  if (config.metricsPort !== 0 && config.metricsPort === config.port) {
+    errors.push(new ConfigError('METRICS_PORT', `must differ from PORT (${config.port}): /metrics has a listener of its own; 0 turns it off`))
+  }
   if (errors.length > 0) throw new InvalidConfigError(errors)
   return config
 }

@@ -6,8 +6,8 @@ import { InvalidConfigError, loadConfig, loadConfiguredTokens, loadDotEnvFile } 
 import { StoreOpenError, StoreUnavailableError, type PlantStore } from './store/plant-store.js'
 import { SecretBox, storedSecretsProblem } from './webhooks/secrets.js'
 import { openStore } from './store/open-store.js'
-import { listenForMetrics, MetricsListenerError, type MetricsListener } from './observability/metrics-listener.js'
-import { startTracing } from './observability/tracing.js'
+import { listenForMetrics, MetricsListenerError, type MetricsListener } from './telemetry/metrics-listener.js'
+import { startTracing } from './telemetry/tracing.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
 const SHUTDOWN_DEADLINE_MS = 8_000
@@ -38,11 +38,15 @@ async function main (): Promise<void> {
     (error) => { app.log.warn({ err: error }, 'cannot read the access tokens; keeping the ones in use until the store answers') },
     () => { app.log.info('the access tokens are read again') })
   reloadTokenFileOnHangup(app, accessTokens)
-  // Before the public port, so a start that fails here never took a request.
-  const metricsListener = app.metrics === null ? undefined : await listenForMetrics(app.metrics, config.host, config.metricsPort)
-  stopGracefullyOnSignals(app, metricsListener)
+  let metricsListener: MetricsListener | undefined
+  stopGracefullyOnSignals(app, () => metricsListener)
   let address
   try {
+    // Before the public port, so a start that fails here never took a request.
+    if (app.metrics !== null) {
+      metricsListener = await listenForMetrics(app.metrics, config.host, config.metricsPort)
+      app.log.info(`metrics at ${metricsListener.url}/metrics`)
+    }
     address = await app.listen({ port: config.port, host: config.host })
   } catch (error) {
     // The token is stored already: a start that fails now must still show it, or it is lost.
@@ -118,7 +122,7 @@ function reloadTokenFileOnHangup (app: FastifyInstance, accessTokens: AccessToke
 }
 
 /** Scrapes keep working while requests drain; the metrics listener closes last. */
-function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: MetricsListener | undefined): void {
+function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: () => MetricsListener | undefined): void {
   const stop = (signal: NodeJS.Signals) => {
     app.log.info({ signal }, 'stopping: finishing in-flight requests')
     setTimeout(() => {
@@ -126,14 +130,12 @@ function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: Metrics
       process.exit(1)
     }, SHUTDOWN_DEADLINE_MS).unref()
     app.close().then(
-      async () => {
-        await metricsListener?.close()
-        process.exitCode = 0
-      },
+      () => { process.exitCode = 0 },
       (error: unknown) => {
         app.log.error({ err: error }, 'error while stopping')
         process.exitCode = 1
       })
+      .finally(() => metricsListener()?.close())
   }
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)

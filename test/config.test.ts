@@ -136,8 +136,6 @@ describe('Configuration from the environment', () => {
     ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318', 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (OTLP over HTTP), got "collector:4318"'],
     ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://collector:4317', 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (OTLP over HTTP), got "grpc://collector:4317"'],
     ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'not a url', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http or https URL (OTLP over HTTP), got "not a url"'],
-    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc', 'OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf" or "http/json" (gRPC is not supported), got "grpc"'],
-    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'json', 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be "http/protobuf" or "http/json" (gRPC is not supported), got "json"'],
     ['CORS_ORIGINS', 'https://app.example.com/', `${CORS_ORIGINS_RULE}, got "https://app.example.com/"`],
     ['CORS_ORIGINS', 'https://app.example.com/plants', `${CORS_ORIGINS_RULE}, got "https://app.example.com/plants"`],
     ['CORS_ORIGINS', 'app.example.com', `${CORS_ORIGINS_RULE}, got "app.example.com"`],
@@ -249,6 +247,24 @@ describe('Metrics, tracing, CORS and proxy settings', () => {
     [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }, 'http/protobuf']
   ])('reads the OTLP protocol from %j (the traces variable wins)', (env, protocol) => {
     expect(loadConfig(env, false).otlpProtocol).toBe(protocol)
+  })
+
+  it('refuses an OTLP protocol it cannot export when tracing is on, and ignores it when tracing is off', () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }
+    expect(problemsOf({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).map((problem) => problem.message))
+      .toEqual(['OTEL_EXPORTER_OTLP_PROTOCOL must be "http/protobuf" or "http/json" (gRPC is not supported), got "grpc"'])
+    expect(problemsOf({ ...endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'json' }).map((problem) => problem.message))
+      .toEqual(['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be "http/protobuf" or "http/json" (gRPC is not supported), got "json"'])
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, false)).toMatchObject({ tracing: false, otlpProtocol: 'http/protobuf' })
+    expect(loadConfig({ ...endpoint, OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, false).tracing).toBe(false)
+  })
+
+  it('refuses METRICS_PORT equal to PORT, naming both', () => {
+    expect(problemsOf({ PORT: '8080', METRICS_PORT: '8080' }).map((problem) => problem.message))
+      .toEqual(['METRICS_PORT must differ from PORT (8080): /metrics has a listener of its own; 0 turns it off'])
+    expect(problemsOf({ PORT: '9464' }).map((problem) => problem.message))
+      .toEqual(['METRICS_PORT must differ from PORT (9464): /metrics has a listener of its own; 0 turns it off'])
+    expect(loadConfig({ PORT: '0', METRICS_PORT: '0' }, false)).toMatchObject({ port: 0, metricsPort: 0 })
   })
 
   it('judges the traces endpoint, which wins over the general one, and names the variable it came from', () => {

@@ -1,10 +1,11 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { connect, createServer, type Socket } from 'node:net'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { listenForMetrics } from '../src/observability/metrics-listener.js'
-import { ServiceMetrics } from '../src/observability/metrics.js'
+import { listenForMetrics } from '../src/telemetry/metrics-listener.js'
+import { ServiceMetrics } from '../src/telemetry/metrics.js'
 import { SERVICE_VERSION } from '../src/version.js'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { openPostgresStore } from '../src/store/postgres.js'
@@ -87,6 +88,23 @@ function expectConsistentHistograms (scraped: Scrape): void {
   }
 }
 
+/** The TCP ports a process listens on, from its socket descriptors and the kernel's socket tables (Linux). */
+function listeningPorts (pid: number): number[] {
+  const inodes = new Set(readdirSync(`/proc/${pid}/fd`).map((fd) => {
+    try {
+      return /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1]
+    } catch {
+      return undefined
+    }
+  }).filter((inode) => inode !== undefined))
+  const ports = ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((table) => readFileSync(table, 'utf8').split('\n').slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    // Columns: sl, local address:port (hex), remote, state (0A is LISTEN), …, inode (the tenth).
+    .filter((columns) => columns[3] === '0A' && inodes.has(columns[9] ?? ''))
+    .map((columns) => parseInt(columns[1]?.split(':')[1] ?? '', 16)))
+  return [...new Set(ports)].sort((a, b) => a - b)
+}
+
 /** The app on a fresh store of `open`, with metrics, and its admin listener on a free port. */
 async function appWithMetrics (open: () => Promise<PlantStore>, config: TestAppOptions = {}): Promise<{ app: FastifyInstance, url: string }> {
   const app = await buildTestApp({ ...config, store: await open(), config: { ...config.config, metrics: true } })
@@ -140,11 +158,11 @@ describe.each(backends)('Metrics on $name', (backend) => {
     if (backend.name === 'memory') {
       expect(after.histograms.get('plantstore_store_write_batch_size')).toEqual([])
     } else {
-      // Four creates (one a conflict) were committed, alone or together.
+      // Four creates (one a conflict), each awaited before the next: four transactions of one.
       const [batches] = after.histograms.get('plantstore_store_write_batch_size') ?? []
       expect(batches?.labels).toEqual({ backend: backend.name })
       expect(batches?.sum).toBe(4)
-      expect(batches?.count).toBeGreaterThanOrEqual(1)
+      expect(batches?.count).toBe(4)
       expect(valueOf(after, 'plantstore_store_write_batch_duration_seconds', { backend: backend.name })).toBe(batches?.count)
       expect(valueOf(after, 'plantstore_store_write_batches_failed_total', { backend: backend.name })).toBe(0)
     }
@@ -268,7 +286,36 @@ describe('The admin listener of the built server', () => {
     expect(server.stdout()).not.toContain('Server listening')
   })
 
-  it('collects nothing when metrics are off (METRICS_PORT=0)', async () => {
+  it('still shows the initial-admin token it made when METRICS_PORT is taken, so the token is not lost', async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => { taken.listen(0, '127.0.0.1', resolve) })
+    onTestFinished(() => new Promise<void>((resolve) => { taken.close(() => { resolve() }) }))
+    const address = taken.address()
+    const port = typeof address === 'object' && address !== null ? address.port : 0
+    const file = join(temporaryFolder(), 'p.db')
+    const server = spawnServer({ DATABASE_URL: `sqlite:${file}`, METRICS_PORT: String(port) })
+    expect(await server.exited).toBe(1)
+    const token = /^ {2}(pst_\S+)$/m.exec(server.stderr())?.[1]
+    expect(token).toMatch(/^pst_/)
+    expect(server.stderr()).toContain(`plantstore could not start: METRICS_PORT ${port} is already in use on 127.0.0.1`)
+
+    const restarted = await startServer({ DATABASE_URL: `sqlite:${file}`, METRICS_PORT: '0' })
+    const read = await fetch(`${restarted.baseUrl}/plants`, { headers: { authorization: `Bearer ${token}` } })
+    expect(read.status).toBe(200)
+  })
+
+  it('opens no listener but the public port with METRICS_PORT=0, and one more otherwise', async () => {
+    const off = await startServer({ DATABASE_URL: 'memory:', PLANTSTORE_TOKENS: TEST_TOKEN, METRICS_PORT: '0' })
+    const metricsPort = await freePort()
+    const on = await startServer({ DATABASE_URL: 'memory:', PLANTSTORE_TOKENS: TEST_TOKEN, METRICS_PORT: String(metricsPort) })
+
+    expect(listeningPorts(off.child.pid as number)).toEqual([Number(new URL(off.baseUrl).port)])
+    expect(off.stdout()).not.toContain('metrics at')
+    expect(listeningPorts(on.child.pid as number)).toEqual([Number(new URL(on.baseUrl).port), metricsPort].sort((a, b) => a - b))
+    expect(on.stdout()).toContain(`"msg":"metrics at http://127.0.0.1:${metricsPort}/metrics"`)
+  })
+
+  it('collects nothing in an app built without metrics', async () => {
     const app = await buildTestApp()
     expect(app.metrics).toBeNull()
   })

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { buildApp, type AppConfig } from '../src/app.js'
 import { AccessTokenRegistry } from '../src/auth/token-registry.js'
 import { parseTokenList } from '../src/auth/tokens.js'
-import { startTracing } from '../src/observability/tracing.js'
+import { startTracing } from '../src/telemetry/tracing.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { openSqliteStore } from '../src/store/sqlite.js'
@@ -118,9 +118,9 @@ describe('Tracing, when an OTLP endpoint is set', () => {
     expect(Object.keys(completed('read-7') ?? {}).slice(0, 7)).toEqual(['level', 'time', 'pid', 'hostname', 'reqId', 'trace_id', 'span_id'])
   })
 
-  it('makes a span per group-commit batch, linked to every store call it committed, each of which links back to it', async () => {
+  it('makes a span per group-commit batch, linked to every store call it committed, each of which links back to it (metrics on too)', async () => {
     const receiver = await OtlpReceiver.start()
-    const { app } = await tracedApp(receiver)
+    const { app } = await tracedApp(receiver, { config: { metrics: true } })
 
     const answers = await Promise.all([1, 2, 3, 4, 5].map((id) => postPlant(app, { id, name: `Plant ${id}` })))
     expect(answers.map((answer) => answer.statusCode)).toEqual([200, 200, 200, 200, 200])
@@ -131,8 +131,9 @@ describe('Tracing, when an OTLP endpoint is set', () => {
     const creates = spans.filter((span) => span.name === 'store create')
     const batches = spans.filter((span) => span.name === 'store write batch')
     expect(requests).toHaveLength(5)
-    // Every create is the child of one request's span...
+    // Every create is the child of one request's span, and every request has its own create...
     expect(creates.map((create) => requests.filter((request) => childrenOf(spans, request).includes(create)).length)).toEqual([1, 1, 1, 1, 1])
+    expect(requests.map((request) => childrenOf(spans, request).map((child) => child.name))).toEqual(Array(5).fill(['store create']))
     for (const batch of batches) {
       // ...and a batch is a trace of its own, linked to the creates it committed, as many as its size.
       expect(batch).toMatchObject({ kind: 'internal', status: { code: 0 }, attributes: { 'plantstore.store.backend': 'sqlite' } })
@@ -151,6 +152,10 @@ describe('Tracing, when an OTLP endpoint is set', () => {
       expect(batch.startTimeUnixNano).toBeGreaterThanOrEqual(create.startTimeUnixNano - CLOCK_SLACK_NS)
       expect(batch.endTimeUnixNano).toBeLessThanOrEqual(create.endTimeUnixNano + CLOCK_SLACK_NS)
     }
+    // The metrics saw the same batches as the spans: both observe the store.
+    const { text } = await (app.metrics as NonNullable<typeof app.metrics>).scrape()
+    expect(text).toContain('plantstore_store_write_batch_size_sum{backend="sqlite"} 5\n')
+    expect(text).toContain(`plantstore_store_write_batch_size_count{backend="sqlite"} ${batches.length}\n`)
   })
 
   it('records a failed store call as an error, and the error\'s log line carries the request\'s trace id', async () => {

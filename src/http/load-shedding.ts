@@ -3,7 +3,7 @@ import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { overloaded } from '../errors.js'
-import type { ServiceMetrics } from '../observability/metrics.js'
+import type { ServiceMetrics } from '../telemetry/metrics.js'
 import { sendError } from './send-error.js'
 
 const START_UP_GRACE_MS = 2000

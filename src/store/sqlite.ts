@@ -265,7 +265,7 @@ function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookS
       return await command('pruneAttempts', before) as number
     },
     async backlog () {
-      const { pending, oldest } = unlessTransient(() => backlog.get()) ?? { pending: 0, oldest: null }
+      const { pending, oldest } = unlessTransient(() => backlog.get()) as { pending: number, oldest: number | bigint | null }
       return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
     },
     async storedSecrets () {

@@ -1,7 +1,7 @@
 import { context, trace, type Span } from '@opentelemetry/api'
 import type { FastifyOtelInstrumentation } from '@fastify/otel'
 import { ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions'
-import type { FastifyInstance, FastifyPluginAsync, FastifyRequest, RouteOptions } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { TraceIds } from './tracing.js'
 
@@ -14,17 +14,12 @@ import type { TraceIds } from './tracing.js'
 export function requestSpans (instrumentation: FastifyOtelInstrumentation): FastifyPluginAsync {
   return fp(async function requestSpans (app: FastifyInstance) {
     await app.register(instrumentation.plugin())
-    const inRequestContext = new WeakSet<RouteOptions['handler']>()
     app.addHook('onRoute', (route) => {
-      // A GET's HEAD route is made from the GET's options, handler included.
-      if (inRequestContext.has(route.handler)) return
       const handler = route.handler
-      const handlerInContext: typeof handler = function (this: FastifyInstance, request, reply) {
+      route.handler = function handlerInContext (this: FastifyInstance, request, reply) {
         const requestContext = request.opentelemetry().context
         return requestContext === null ? handler.call(this, request, reply) : context.with(requestContext, handler, this, request, reply)
       }
-      inRequestContext.add(handlerInContext)
-      route.handler = handlerInContext
     })
   }, { name: 'request-spans' })
 }

@@ -1,10 +1,10 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onResponseHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import type { HistogramSeries } from './fast-histogram.js'
 import type { ServiceMetrics } from './metrics.js'
 
-/** The `route` label of requests no route matched (404, and 405 for known paths): never the raw URL. */
-export const UNMATCHED_ROUTE = 'unmatched'
+/** The `route` label of requests no route matched (404, 405 on known paths, CORS preflights): never the raw URL. */
+const UNMATCHED_ROUTE = 'unmatched'
 
 /**
  * Observes every answered request in `http_request_duration_seconds`. Each route gets its own
@@ -30,18 +30,13 @@ export const httpMetrics = fp(async function httpMetrics (app: FastifyInstance, 
     }
   }
 
-  const measured = new WeakSet<onResponseHookHandler>()
   app.addHook('onRoute', (route) => {
     const hooks = route.onResponse === undefined ? [] : Array.isArray(route.onResponse) ? route.onResponse : [route.onResponse]
-    // A GET's HEAD route is made from the GET's options, hooks included.
-    if (hooks.some((hook) => measured.has(hook))) return
     const observe = observerFor(route.url)
-    const measure = function (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
+    route.onResponse = [...hooks, function measure (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
       observe(request, reply)
       done()
-    }
-    measured.add(measure)
-    route.onResponse = [...hooks, measure]
+    }]
   })
 
   const observeUnmatched = observerFor(UNMATCHED_ROUTE)

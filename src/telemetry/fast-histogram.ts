@@ -70,14 +70,6 @@ export class FastHistogram<Label extends string = string> {
     return series
   }
 
-  reset (): void {
-    for (const series of this.bySeriesKey.values()) {
-      series.counts.fill(0)
-      series.sum = 0
-      series.count = 0
-    }
-  }
-
   /** Exposed by `registry` like its own metrics (its typings know only its own classes; `get` is what it reads). */
   registerWith (registry: Registry): void {
     registry.registerMetric(this as unknown as Metric)
