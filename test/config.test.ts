@@ -245,8 +245,8 @@ describe('Metrics, tracing, CORS and proxy settings', () => {
     [{}, 'http/protobuf'],
     [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, 'http/json'],
     [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }, 'http/protobuf']
-  ])('reads the OTLP protocol from %j (the traces variable wins)', (env, protocol) => {
-    expect(loadConfig(env, false).otlpProtocol).toBe(protocol)
+  ])('reads the OTLP protocol from %j with an endpoint set (the traces variable wins)', (env, protocol) => {
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', ...env }, false).otlpProtocol).toBe(protocol)
   })
 
   it('refuses an OTLP protocol it cannot export when tracing is on, and ignores it when tracing is off', () => {
