@@ -22,6 +22,14 @@
  *                                                  and with one that delivers them to a local receiver:
  *                                                  POST ÷ POST without, deliveries per second, the
  *                                                  backlog when the load stops and the time to drain it
+ *                                        observability  SQLite services with metrics off (METRICS_PORT=0),
+ *                                                  with metrics on (the default) and with tracing on too
+ *                                                  (100 % sampled, exported over OTLP/HTTP to a local sink
+ *                                                  that counts and discards spans), POST and GET by id,
+ *                                                  new processes every round: ratios ÷ metrics off
+ *   npm run bench -- --only observability --baseline-dist ../plantstore-1.3.0
+ *                                      also a `release` service: the dist/server.js of another build
+ *                                      (built, its own node_modules installed), in the same rounds
  *   npm run bench -- --scale 1000000,10000000
  *                                      cost as the store grows: bulk-load N plants, then measure POST,
  *                                      GET by id, a deep list page and a deep page of one tag (held by
@@ -29,8 +37,11 @@
  *   npm run bench -- --help            this text
  *
  * Servers run on CPU 0 and the load generator (wrk, installed from Debian's packages when missing and
- * run as root; else autocannon in this process) on CPU 1 when `taskset` exists. Figures are medians over
- * rounds; ratios are against the reference of the same run, named in each row's `against`.
+ * run as root; else autocannon in this process) on CPU 1 when `taskset` exists. Servers run with the
+ * shipped Node.js flags and a young generation that cannot shrink below its shipped size (`benchNodeFlags`:
+ * they idle between measurements).
+ * Figures are medians over rounds; ratios are against the reference of the same run, named in each
+ * row's `against`.
  *
  * Results go to bench/results/latest.json (quick.json with --quick) as `{ machine, rows }`. A run of
  * some parts only (--only) replaces those parts' rows in the file and keeps the others, with their
@@ -40,13 +51,13 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
 import { openPostgresStore } from '../src/store/postgres.js'
 import { openSqliteDatabase } from '../src/store/sqlite.js'
-import { startEmbeddedPostgres, type PostgresServer } from '../test/postgres-server.js'
+import { freePort, startEmbeddedPostgres, type PostgresServer } from '../test/postgres-server.js'
 import { renderChart } from './chart.js'
 import { LISTED_TAG, loadGenerator, preloadedTagOf, processCpuSeconds, processTreeCpuSeconds, type Load } from './load-generator.js'
 
@@ -74,6 +85,13 @@ interface Sample {
   /** PostgreSQL targets: the database server's CPU time ÷ requests, in µs. */
   databaseCpuUs: number
   generatorCpuShare: number
+  /** Requests answered in the measurement. */
+  requests: number
+  /**
+   * The server's minor page faults ÷ requests: a heap that keeps mapping fresh pages (a young
+   * generation too small, see benchNodeFlags) shows here first.
+   */
+  pageFaultsPerRequest: number
 }
 interface Target {
   readonly name: string
@@ -83,9 +101,11 @@ interface Target {
   token: string
   nextId: bigint
   preloadedIds: bigint[]
+  /** A service's metrics listener, when it has one. */
+  readonly metricsUrl?: string
 }
 
-const PARTS = ['backends', 'tokens', 'updates', 'webhooks'] as const
+const PARTS = ['backends', 'tokens', 'updates', 'webhooks', 'observability'] as const
 type Part = typeof PARTS[number]
 
 const args = process.argv.slice(2)
@@ -102,6 +122,15 @@ const parts: readonly Part[] = onlyArgument === undefined ? PARTS : onlyArgument
 const unknownPart = parts.find((part) => !PARTS.includes(part))
 if (unknownPart !== undefined || parts.length === 0) {
   process.stderr.write(`--only takes a comma-separated list of ${PARTS.join(', ')}; got ${JSON.stringify(onlyArgument)} (see --help)\n`)
+  process.exit(2)
+}
+const baselineDistArgument = args.includes('--baseline-dist') ? args[args.indexOf('--baseline-dist') + 1] ?? '' : undefined
+/** The root of the build `--baseline-dist` names (its root or its dist folder), whose dist/server.js the release service runs. */
+const baselineRoot = baselineDistArgument === undefined
+  ? undefined
+  : existsSync(join(baselineDistArgument, 'dist', 'server.js')) ? resolvePath(baselineDistArgument) : resolvePath(baselineDistArgument, '..')
+if (baselineRoot !== undefined && !existsSync(join(baselineRoot, 'dist', 'server.js'))) {
+  process.stderr.write(`--baseline-dist takes a build's root or dist folder, with dist/server.js built; got ${JSON.stringify(baselineDistArgument)}\n`)
   process.exit(2)
 }
 const rounds = quick ? 1 : 5
@@ -129,12 +158,12 @@ async function cleanUp (): Promise<void> {
  * server's hands: the log lines cost the server their writes, but reading them does not cost the load
  * generator's core.
  */
-function startProcess (name: string, command: string[], env: Record<string, string>, cpu: 0 | 1 = 0): Promise<Target> {
+function startProcess (name: string, command: string[], env: Record<string, string>, cpu: 0 | 1 = 0, cwd = ROOT): Promise<Target> {
   const [program, ...rest] = cpu === 0 ? serverCommand(command) : pinning ? ['taskset', '-c', '1', ...command] : command
   const logFile = join(workFolder, `${name}.log`)
   const logFd = openSync(logFile, 'w')
   const child = spawn(program as string, rest, {
-    cwd: ROOT,
+    cwd,
     env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', PLANTSTORE_TOKENS: TOKEN, BENCH_TOKEN: TOKEN, ...env },
     stdio: ['ignore', logFd, 'inherit']
   })
@@ -156,13 +185,35 @@ function startProcess (name: string, command: string[], env: Record<string, stri
   })
 }
 
-/** The Node.js flags `npm start` (and the image) run the service with: the shipped memory settings. */
-const SERVICE_NODE_FLAGS = (/node ((?:--\S+ )*)dist\/server\.js/.exec(
-  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start)?.[1] ?? '')
+/** The Node.js flags `npm start` (and the image) of the build in `root` run the service with: the shipped memory settings. */
+const serviceNodeFlags = (root: string) => (/node ((?:--\S+ )*)dist\/server\.js/.exec(
+  (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start)?.[1] ?? '')
   .split(' ').filter((flag) => flag !== '')
 
-function startService (name: string, databaseUrl: string, env: Record<string, string> = {}): Promise<Target> {
-  return startProcess(name, [process.execPath, ...SERVICE_NODE_FLAGS, 'dist/server.js'], { DATABASE_URL: databaseUrl, ...env })
+/**
+ * Added to every measured server's Node.js flags: the shipped largest semi-space (8 MB) as the least
+ * too. The rounds leave each server idle while the others are measured, 10 to 30 s, which a loaded
+ * service never is; V8 shrinks the young generation of an idle heap, and some servers never grew it
+ * back: they scavenged every 8 ms instead of every 17, promoted what a larger young generation would
+ * have let die, and ran Mark-Compacts and mapped heap pages all along (0.6 page faults a request
+ * instead of 0.05): a third more CPU a request, for the whole run, in one service of a part or another
+ * (docs/benchmarks.md, 2026-11-23 20:18 UTC). A loaded service keeps the shipped size; so do these.
+ */
+const benchNodeFlags = (shippedFlags: readonly string[]) => {
+  const semiSpaceMb = shippedFlags.map((flag) => /^--max-semi-space-size=(\d+)$/.exec(flag)?.[1]).find((size) => size !== undefined) ?? '8'
+  return [`--min-semi-space-size=${semiSpaceMb}`]
+}
+
+/**
+ * Starts `dist/server.js` of the build in `root` (this one unless told), its working directory there so
+ * that build's node_modules are used. Every service gets a free METRICS_PORT of its own (metrics on,
+ * the shipped default) unless `env` sets one: the default 9464 would let only one service start.
+ */
+async function startService (name: string, databaseUrl: string, env: Record<string, string> = {}, root = ROOT): Promise<Target> {
+  const metricsPort = env.METRICS_PORT ?? String(await freePort())
+  const target = await startProcess(name, [process.execPath, ...serviceNodeFlags(root), ...benchNodeFlags(serviceNodeFlags(root)), 'dist/server.js'],
+    { DATABASE_URL: databaseUrl, METRICS_PORT: metricsPort, ...env }, 0, root)
+  return metricsPort === '0' ? target : { ...target, metricsUrl: `http://127.0.0.1:${metricsPort}` }
 }
 
 function rssMb (pid: number | undefined): number {
@@ -179,6 +230,7 @@ async function measure (target: Target, load: Load, seconds: number, deepAfter?:
   let peakRss = 0
   const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
   const serverCpuBefore = processCpuSeconds(pid)
+  const pageFaultsBefore = minorPageFaults(pid)
   const databaseCpuBefore = target.name.startsWith('postgres') ? postgresCpuSeconds() : 0
   const firstNewId = target.nextId
   target.nextId += 100_000_000n
@@ -193,6 +245,7 @@ async function measure (target: Target, load: Load, seconds: number, deepAfter?:
     ...(deepAfter === undefined ? {} : { after: deepAfter })
   })
   const serverCpu = processCpuSeconds(pid) - serverCpuBefore
+  const pageFaults = minorPageFaults(pid) - pageFaultsBefore
   const databaseCpu = target.name.startsWith('postgres') ? postgresCpuSeconds() - databaseCpuBefore : 0
   clearInterval(sampler)
   peakRss = Math.max(peakRss, rssMb(pid))
@@ -204,8 +257,15 @@ async function measure (target: Target, load: Load, seconds: number, deepAfter?:
     errors: result.errors,
     serverCpuUs: serverCpu / result.requests * 1e6,
     databaseCpuUs: databaseCpu / result.requests * 1e6,
-    generatorCpuShare: result.generatorCpuShare
+    generatorCpuShare: result.generatorCpuShare,
+    requests: result.requests,
+    pageFaultsPerRequest: pageFaults / result.requests
   }
+}
+
+/** A process's minor page faults so far, from /proc (field 10 of its stat). */
+function minorPageFaults (pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[7])
 }
 
 function postgresCpuSeconds (): number {
@@ -258,6 +318,7 @@ function machine () {
     pinned: pinning ? 'servers on CPU 0, load generator on CPU 1' : 'not pinned (no taskset)',
     date: new Date().toISOString(),
     loadGenerator: generator.name,
+    serverNodeFlags: [...serviceNodeFlags(ROOT), ...benchNodeFlags(serviceNodeFlags(ROOT))].join(' '),
     connections: CONNECTIONS,
     rounds,
     durationSeconds
@@ -295,7 +356,7 @@ type Row = ReturnType<typeof summarize> & { target: string, load: string, ratio:
 
 async function compareBackends (): Promise<Row[]> {
   const targets = [
-    await startProcess('baseline', [process.execPath, '--import', 'tsx', 'bench/baseline.ts'], {}),
+    await startProcess('baseline', [process.execPath, ...benchNodeFlags(serviceNodeFlags(ROOT)), '--import', 'tsx', 'bench/baseline.ts'], {}),
     await startService('sqlite', `sqlite:${join(workFolder, 'bench.db')}`),
     await startService('postgres', await startPostgresDatabase()),
     await startService('memory', 'memory:')
@@ -683,10 +744,223 @@ function printWebhooksTable (rows: Array<Row & { deliveries?: Record<string, num
   }
 }
 
+const METRICS_OFF = 'metrics-off'
+const METRICS_ON = 'metrics-on'
+const TRACING_ON = 'tracing-on'
+const RELEASE = 'release'
+const OBSERVABILITY_LOADS = ['post', 'get'] as const
+/** The issue's bound: metrics on (the default) cost at most 5 % of POST and GET throughput; here also of CPU per request. */
+const METRICS_TOLERANCE = 0.05
+/** Like updates and webhooks: many short rounds, each ratio the median of the rounds' own ratios. */
+const observabilityRounds = quick ? 1 : 9
+/** Scrapes timed one after another on an idle service, for the CPU time of one. */
+const TIMED_SCRAPES = 200
+
+interface SinkCounts {
+  readonly requests: number
+  readonly bytes: number
+  readonly spans: number
+  readonly byName: Readonly<Record<string, number>>
+  readonly refused: number
+}
+
+/**
+ * What metrics and tracing cost a request. SQLite services of this build, each with its own file:
+ * metrics off (METRICS_PORT=0, no OTEL_* variable: the reference), metrics on (the shipped default,
+ * tracing off), and metrics on with tracing at 100 % sampling (OTEL_TRACES_SAMPLER=always_on),
+ * exporting OTLP/HTTP (protobuf, the default) to `bench/otlp-sink.ts`, which runs on the load
+ * generator's core, counts spans and discards them. With `--baseline-dist` a `release` service runs
+ * another build's dist/server.js in the same rounds: whether tracing off costs anything against a
+ * release without any of it. POST of new plants and GET by id of the 2000 preloaded ones in
+ * interleaved rounds, each round with new processes on the same files (warmed up for 1 s a load), the
+ * order of the services reversed every other round; ratios are medians of each round's own ratio to
+ * metrics off. The sink's CPU share is recorded next to wrk's: both take
+ * the same core, and their sum decides whether the tracing measurement is valid.
+ */
+async function compareObservability (): Promise<Row[]> {
+  process.stderr.write(`observability: load average ${loadavg().map((load) => load.toFixed(2)).join(' ')} at the start\n`)
+  const sink = await startProcess('otlp-sink', [process.execPath, '--import', 'tsx', 'bench/otlp-sink.ts'], {}, 1)
+  const sinkPid = serverPid(sink) as number
+  const services: ReadonlyArray<{ readonly name: string, readonly env: Record<string, string>, readonly root?: string }> = [
+    { name: METRICS_OFF, env: { METRICS_PORT: '0' } },
+    { name: METRICS_ON, env: {} },
+    { name: TRACING_ON, env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'always_on' } },
+    ...(baselineRoot === undefined ? [] : [{ name: RELEASE, env: {}, root: baselineRoot }])
+  ]
+  // Every service's POST ids go on rising from round to round: each round's processes open the files of the round before.
+  const nextIds = new Map(services.map((service) => [service.name, 1_000_000_000_000n]))
+  // Requests the tracing services answered, by load, for the spans the sink should have got; and the
+  // POSTs the last metrics-on process answered, for its request counter.
+  const traced = { post: PRELOADED, get: 0 }
+  let metricsOnPosts = 0
+  const count = (target: Target, load: typeof OBSERVABILITY_LOADS[number], sample: Sample) => {
+    if (target.name === TRACING_ON) traced[load] += sample.requests
+    if (target.name === METRICS_ON && load === 'post') metricsOnPosts += sample.requests
+  }
+
+  const samples = new Map<string, Sample[]>()
+  const sinkShares: Record<typeof OBSERVABILITY_LOADS[number], number[]> = { post: [], get: [] }
+  let scrape: ScrapeFigures & { postsAnswered: number } | undefined
+  for (let round = 1; round <= observabilityRounds; round++) {
+    // New processes every round: a process's own state (its heap, its JIT's choices) moved a service's
+    // CPU a request by up to a sixth against another's for a whole run, in either direction
+    // (docs/benchmarks.md, 2026-11-23 20:18 UTC); across rounds it is drift that the medians absorb.
+    const targets: Target[] = []
+    for (const service of services) {
+      const target = await startService(service.name, `sqlite:${join(workFolder, `${service.name}.db`)}`, service.env, service.root)
+      targets.push(target)
+      target.nextId = nextIds.get(service.name) ?? target.nextId
+      if (round === 1) await preload(target, PRELOADED)
+      else target.preloadedIds = Array.from({ length: PRELOADED }, (_, index) => BigInt(index + 1))
+    }
+    checkObservabilityConfigurations(targets)
+    metricsOnPosts = round === 1 ? PRELOADED : 0
+    // Not recorded: each process's first requests of each load.
+    for (const load of OBSERVABILITY_LOADS) {
+      for (const target of targets) count(target, load, await measure(target, load, 1))
+    }
+    for (const load of OBSERVABILITY_LOADS) {
+      for (const target of round % 2 === 1 ? targets : [...targets].reverse()) {
+        const sinkCpuBefore = processCpuSeconds(sinkPid)
+        const startedAt = performance.now()
+        const sample = await measure(target, load, durationSeconds)
+        const sinkShare = (processCpuSeconds(sinkPid) - sinkCpuBefore) / ((performance.now() - startedAt) / 1000)
+        const key = `${target.name}/${load}`
+        samples.set(key, [...(samples.get(key) ?? []), sample])
+        logSample(round, key, sample)
+        count(target, load, sample)
+        if (target.name !== TRACING_ON) continue
+        sinkShares[load].push(sinkShare)
+        process.stderr.write(`round ${round} ${key}: the OTLP sink used ${Math.round(sinkShare * 100)} % of the load generator's core\n`)
+      }
+    }
+    const metricsOn = targets.find((target) => target.name === METRICS_ON) as Target
+    if (round === observabilityRounds) scrape = { ...await scrapeFigures(metricsOn), postsAnswered: metricsOnPosts }
+    // A graceful stop exports the spans still queued (for at most 2 s).
+    for (const target of targets) {
+      nextIds.set(target.name, target.nextId)
+      await stop(target)
+    }
+  }
+  const spans = await (await fetch(`${sink.url}/count`)).json() as SinkCounts
+  await stop(sink)
+  process.stderr.write(`observability: load average ${loadavg().map((load) => load.toFixed(2)).join(' ')} at the end\n`)
+  if (scrape === undefined) throw new Error('no round was measured')
+
+  const pairedRatios = (name: string, load: string, measure: 'rps' | 'serverCpuUs', reference: string) =>
+    (samples.get(`${name}/${load}`) ?? []).map((sample, index) => sample[measure] / (samples.get(`${reference}/${load}`)?.[index]?.[measure] ?? NaN))
+  const pairedRatio = (name: string, load: string, measure: 'rps' | 'serverCpuUs', reference = METRICS_OFF) =>
+    Number(median(pairedRatios(name, load, measure, reference)).toFixed(3))
+  const rows = OBSERVABILITY_LOADS.flatMap((load) => services.map((target) => {
+    const measured = samples.get(`${target.name}/${load}`) ?? []
+    const summary = summarize(measured, 1)
+    const sinkCpuShares = target.name === TRACING_ON ? sinkShares[load] : undefined
+    // The sink takes the generator's core: what that core did is wrk's share and the sink's together.
+    const busiestCore = Math.max(...measured.map((sample, index) => sample.generatorCpuShare + (sinkCpuShares?.[index] ?? 0)))
+    return {
+      target: target.name,
+      load,
+      ...summary,
+      valid: busiestCore < SATURATED_GENERATOR,
+      ratio: pairedRatio(target.name, load, 'rps'),
+      cpuRatio: pairedRatio(target.name, load, 'serverCpuUs'),
+      against: METRICS_OFF,
+      perRound: {
+        ratio: pairedRatios(target.name, load, 'rps', METRICS_OFF).map((ratio) => Number(ratio.toFixed(3))),
+        cpuRatio: pairedRatios(target.name, load, 'serverCpuUs', METRICS_OFF).map((ratio) => Number(ratio.toFixed(3))),
+        generatorCpuShare: measured.map((sample) => Number(sample.generatorCpuShare.toFixed(2))),
+        pageFaultsPerRequest: measured.map((sample) => Number(sample.pageFaultsPerRequest.toFixed(2))),
+        ...(sinkCpuShares === undefined ? {} : { sinkCpuShare: sinkCpuShares.map((share) => Number(share.toFixed(2))) })
+      },
+      ...(baselineRoot === undefined || target.name === RELEASE
+        ? {}
+        : { againstRelease: { ratio: pairedRatio(target.name, load, 'rps', RELEASE), cpuRatio: pairedRatio(target.name, load, 'serverCpuUs', RELEASE) } }),
+      ...(target.name === RELEASE && baselineRoot !== undefined ? { build: `${releaseVersion(baselineRoot)} (${baselineRoot})` } : {}),
+      ...(target.name === TRACING_ON ? { exported: { ...spans, requestsAnswered: traced[load] } } : {}),
+      ...(target.name === METRICS_ON && load === 'post' ? { scrape } : {})
+    }
+  }))
+  printObservabilityTable(rows, spans, traced, scrape)
+  return rows
+}
+
+const releaseVersion = (root: string) => (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version
+
+/** That each service runs as its row says: metrics on only where asked, tracing on only where asked. */
+function checkObservabilityConfigurations (targets: readonly Target[]): void {
+  const tracingAnnounced = (target: Target) => readFileSync(join(workFolder, `${target.name}.log`), 'utf8').includes('tracing on')
+  const named = (name: string) => targets.find((target) => target.name === name) as Target
+  if (named(METRICS_OFF).metricsUrl !== undefined || named(METRICS_ON).metricsUrl === undefined || named(TRACING_ON).metricsUrl === undefined) {
+    throw new Error('metrics-off must run with METRICS_PORT=0, metrics-on and tracing-on with a metrics port')
+  }
+  if (tracingAnnounced(named(METRICS_OFF)) || tracingAnnounced(named(METRICS_ON)) || !tracingAnnounced(named(TRACING_ON))) {
+    throw new Error('tracing must be on in tracing-on only (its start logs "tracing on")')
+  }
+}
+
+interface ScrapeFigures {
+  /** POST /plants 200s in http_request_duration_seconds_count at the end of the rounds. */
+  readonly postsCounted: number
+  /** The server's CPU time for one scrape of GET /metrics, in ms: TIMED_SCRAPES in a row, timed together. */
+  readonly cpuMsPerScrape: number
+  readonly bytes: number
+}
+
+/**
+ * That metrics-on counted its requests (the POSTs of the last round's process), and what a scrape
+ * costs it: a scrape's work is per scrape, not per request, so the rounds run without one.
+ */
+async function scrapeFigures (target: Target): Promise<ScrapeFigures> {
+  const url = `${target.metricsUrl ?? ''}/metrics`
+  const text = await (await fetch(url)).text()
+  const postsLine = text.split('\n').find((line) => line.startsWith('http_request_duration_seconds_count{') &&
+    line.includes('method="POST"') && line.includes('route="/plants"') && line.includes('status_code="200"'))
+  const pid = serverPid(target) as number
+  const cpuBefore = processCpuSeconds(pid)
+  for (let scrape = 0; scrape < TIMED_SCRAPES; scrape++) await (await fetch(url)).text()
+  return {
+    postsCounted: Number(postsLine?.split(' ').at(-1) ?? NaN),
+    cpuMsPerScrape: Number(((processCpuSeconds(pid) - cpuBefore) / TIMED_SCRAPES * 1000).toFixed(2)),
+    bytes: Buffer.byteLength(text)
+  }
+}
+
+function printObservabilityTable (rows: Array<Row & { perRound: { ratio: number[], cpuRatio: number[], pageFaultsPerRequest: number[], sinkCpuShare?: number[] }, againstRelease?: { ratio: number, cpuRatio: number } }>,
+  spans: SinkCounts, traced: { post: number, get: number }, scrape: ScrapeFigures & { postsAnswered: number }): void {
+  const range = (values: number[]) => `${Math.min(...values).toFixed(3)}–${Math.max(...values).toFixed(3)}`
+  const header = ['target', 'load', 'req/s', 'req/s ÷ off', 'per-round ÷', 'µs CPU/req', 'CPU ÷ off', 'per-round CPU ÷', 'p50 ms', 'p99 ms',
+    'page faults/req', 'errors', `${generator.name} CPU`, 'sink CPU', `within ${METRICS_TOLERANCE * 100} %`]
+  const lines = rows.map((row) => [row.target, row.load, String(row.rps), row.ratio.toFixed(3), range(row.perRound.ratio), String(row.serverCpuUs),
+    row.cpuRatio.toFixed(3), range(row.perRound.cpuRatio), String(row.p50), String(row.p99), median(row.perRound.pageFaultsPerRequest).toFixed(2), String(row.errors),
+    `${Math.round(row.generatorCpuShare * 100)} %${row.valid ? '' : ' INVALID'}`,
+    row.perRound.sinkCpuShare === undefined ? '' : `${Math.round(Math.max(...row.perRound.sinkCpuShare) * 100)} %`,
+    row.target !== METRICS_ON ? '' : row.ratio >= 1 - METRICS_TOLERANCE && row.cpuRatio <= 1 + METRICS_TOLERANCE ? 'yes' : 'no'])
+  const widths = header.map((cell, column) => Math.max(cell.length, ...lines.map((line) => (line[column] ?? '').length)))
+  const format = (cells: string[]) => cells.map((cell, column) => column < 2 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)).join('  ')
+  process.stdout.write(`\nSQLite, metrics and tracing; medians of ${observabilityRounds} round${observabilityRounds === 1 ? '' : 's'} of ${durationSeconds} s, ` +
+    `ratios the medians of each round's ratio to ${METRICS_OFF}; page faults/req: the server's minor page faults ÷ requests (median); sink CPU: the OTLP sink's share of the generator's core (the highest round)\n` +
+    `${format(header)}\n${lines.map(format).join('\n')}\n`)
+  const againstRelease = rows.filter((row) => row.againstRelease !== undefined)
+  if (rows.some((row) => row.target === RELEASE)) {
+    const build = (rows.find((row) => row.target === RELEASE) as { build?: string } | undefined)?.build ?? ''
+    process.stdout.write(`against the release ${build} (medians of each round's ratio): ` +
+      `${againstRelease.map((row) => `${row.target}/${row.load} ${row.againstRelease?.ratio.toFixed(3)} req/s, ${row.againstRelease?.cpuRatio.toFixed(3)} CPU`).join('; ')}\n`)
+  }
+  const named = (name: string) => spans.byName[name] ?? 0
+  process.stdout.write(`the OTLP sink got ${spans.spans} spans in ${spans.requests} export requests (${Math.round(spans.bytes / 1e6)} MB, ` +
+    `${spans.refused} refused): "POST /plants" ${named('POST /plants')} for ${traced.post} POSTs answered, "GET /plants/:id" ` +
+    `${named('GET /plants/:id')} for ${traced.get} GETs; ${Object.entries(spans.byName).map(([name, count]) => `"${name}" ${count}`).join(', ')}\n`)
+  process.stdout.write(`${METRICS_ON}: http_request_duration_seconds_count of POST /plants 200 was ${scrape.postsCounted} for ` +
+    `${scrape.postsAnswered} POSTs answered; a scrape ` +
+    `(${Math.round(scrape.bytes / 1024)} KiB) took ${scrape.cpuMsPerScrape} ms of its CPU (mean of ${TIMED_SCRAPES})\n`)
+}
+
 const partOf = (row: { against?: string }): Part =>
   row.against === ENVIRONMENT_TARGET
     ? 'tokens'
-    : row.against?.startsWith(`${UPDATES_TARGET}/`) === true ? 'updates' : row.against === WEBHOOKS_NONE ? 'webhooks' : 'backends'
+    : row.against?.startsWith(`${UPDATES_TARGET}/`) === true
+      ? 'updates'
+      : row.against === WEBHOOKS_NONE ? 'webhooks' : row.against === METRICS_OFF ? 'observability' : 'backends'
 
 /**
  * Writes the rows of the parts measured. When some parts were not, their rows (and the machine they
@@ -822,6 +1096,7 @@ try {
     if (parts.includes('tokens')) rows.push(...await compareTokens())
     if (parts.includes('updates')) rows.push(...await compareUpdates())
     if (parts.includes('webhooks')) rows.push(...await compareWebhooks())
+    if (parts.includes('observability')) rows.push(...await compareObservability())
     writeResults(rows)
   }
 } finally {
