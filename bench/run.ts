@@ -197,7 +197,7 @@ const serviceNodeFlags = (root: string) => (/node ((?:--\S+ )*)dist\/server\.js/
  * back: they scavenged every 8 ms instead of every 17, promoted what a larger young generation would
  * have let die, and ran Mark-Compacts and mapped heap pages all along (0.6 page faults a request
  * instead of 0.05): a third more CPU a request, for the whole run, in one service of a part or another
- * (docs/benchmarks.md, 2026-11-23 20:18 UTC). A loaded service keeps the shipped size; so do these.
+ * (docs/benchmarks.md, 2026-11-23 20:42 and 20:54 UTC). A loaded service keeps the shipped size; so do these.
  */
 const benchNodeFlags = (shippedFlags: readonly string[]) => {
   const semiSpaceMb = shippedFlags.map((flag) => /^--max-semi-space-size=(\d+)$/.exec(flag)?.[1]).find((size) => size !== undefined) ?? '8'
@@ -804,7 +804,7 @@ async function compareObservability (): Promise<Row[]> {
   for (let round = 1; round <= observabilityRounds; round++) {
     // New processes every round: a process's own state (its heap, its JIT's choices) moved a service's
     // CPU a request by up to a sixth against another's for a whole run, in either direction
-    // (docs/benchmarks.md, 2026-11-23 20:18 UTC); across rounds it is drift that the medians absorb.
+    // (docs/benchmarks.md, 2026-11-23 20:42 and 20:54 UTC); across rounds it is drift that the medians absorb.
     const targets: Target[] = []
     for (const service of services) {
       const target = await startService(service.name, `sqlite:${join(workFolder, `${service.name}.db`)}`, service.env, service.root)
