@@ -88,6 +88,15 @@ function expectConsistentHistograms (scraped: Scrape): void {
   }
 }
 
+/** A port of 127.0.0.1 that another server holds until the test ends. */
+async function takenPort (): Promise<number> {
+  const taken = createServer()
+  await new Promise<void>((resolve) => { taken.listen(0, '127.0.0.1', resolve) })
+  onTestFinished(() => new Promise<void>((resolve) => { taken.close(() => { resolve() }) }))
+  const address = taken.address()
+  return typeof address === 'object' && address !== null ? address.port : 0
+}
+
 /** The TCP ports a process listens on, from its socket descriptors and the kernel's socket tables (Linux). */
 function listeningPorts (pid: number): number[] {
   const inodes = new Set(readdirSync(`/proc/${pid}/fd`).map((fd) => {
@@ -274,11 +283,7 @@ describe('The admin listener of the built server', () => {
   })
 
   it('does not start when METRICS_PORT is taken, and says so naming the variable', async () => {
-    const taken = createServer()
-    await new Promise<void>((resolve) => { taken.listen(0, '127.0.0.1', resolve) })
-    onTestFinished(() => new Promise<void>((resolve) => { taken.close(() => { resolve() }) }))
-    const address = taken.address()
-    const port = typeof address === 'object' && address !== null ? address.port : 0
+    const port = await takenPort()
     const server = spawnServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'p.db')}`, PLANTSTORE_TOKENS: TEST_TOKEN, METRICS_PORT: String(port) })
     expect(await server.exited).toBe(1)
     expect(server.stderr()).toBe(`plantstore could not start: METRICS_PORT ${port} is already in use on 127.0.0.1: ` +
@@ -287,11 +292,7 @@ describe('The admin listener of the built server', () => {
   })
 
   it('still shows the initial-admin token it made when METRICS_PORT is taken, so the token is not lost', async () => {
-    const taken = createServer()
-    await new Promise<void>((resolve) => { taken.listen(0, '127.0.0.1', resolve) })
-    onTestFinished(() => new Promise<void>((resolve) => { taken.close(() => { resolve() }) }))
-    const address = taken.address()
-    const port = typeof address === 'object' && address !== null ? address.port : 0
+    const port = await takenPort()
     const file = join(temporaryFolder(), 'p.db')
     const server = spawnServer({ DATABASE_URL: `sqlite:${file}`, METRICS_PORT: String(port) })
     expect(await server.exited).toBe(1)
