@@ -197,7 +197,7 @@ const serviceNodeFlags = (root: string) => (/node ((?:--\S+ )*)dist\/server\.js/
  * back: they scavenged every 8 ms instead of every 17, promoted what a larger young generation would
  * have let die, and ran Mark-Compacts and mapped heap pages all along (0.6 page faults a request
  * instead of 0.05): a third more CPU a request, for the whole run, in one service of a part or another
- * (docs/benchmarks.md, 2026-11-23 20:42 and 20:54 UTC). A loaded service keeps the shipped size; so do these.
+ * (docs/benchmarks.md, 2026-11-23 21:42 UTC). A loaded service keeps the shipped size; so do these.
  */
 const benchNodeFlags = (shippedFlags: readonly string[]) => {
   const semiSpaceMb = shippedFlags.map((flag) => /^--max-semi-space-size=(\d+)$/.exec(flag)?.[1]).find((size) => size !== undefined) ?? '8'
@@ -751,8 +751,11 @@ const RELEASE = 'release'
 const OBSERVABILITY_LOADS = ['post', 'get'] as const
 /** The issue's bound: metrics on (the default) cost at most 5 % of POST and GET throughput; here also of CPU per request. */
 const METRICS_TOLERANCE = 0.05
-/** Like updates and webhooks: many short rounds, each ratio the median of the rounds' own ratios. */
-const observabilityRounds = quick ? 1 : 9
+/**
+ * Many short rounds, each ratio the median of the rounds' own ratios; more than the other parts
+ * have, as each round's new processes differ by up to a tenth among themselves.
+ */
+const observabilityRounds = quick ? 1 : 15
 /** Scrapes timed one after another on an idle service, for the CPU time of one. */
 const TIMED_SCRAPES = 200
 
@@ -802,9 +805,9 @@ async function compareObservability (): Promise<Row[]> {
   const sinkShares: Record<typeof OBSERVABILITY_LOADS[number], number[]> = { post: [], get: [] }
   let scrape: ScrapeFigures & { postsAnswered: number } | undefined
   for (let round = 1; round <= observabilityRounds; round++) {
-    // New processes every round: a process's own state (its heap, its JIT's choices) moved a service's
+    // New processes every round: a process's own state (its heap's sizing, and more not found) moved a service's
     // CPU a request by up to a sixth against another's for a whole run, in either direction
-    // (docs/benchmarks.md, 2026-11-23 20:42 and 20:54 UTC); across rounds it is drift that the medians absorb.
+    // (docs/benchmarks.md, 2026-11-23 21:42 UTC); across rounds it is drift that the medians absorb.
     const targets: Target[] = []
     for (const service of services) {
       const target = await startService(service.name, `sqlite:${join(workFolder, `${service.name}.db`)}`, service.env, service.root)
@@ -976,7 +979,7 @@ function writeResults (rows: Row[]): void {
   } else {
     const earlier = JSON.parse(readFileSync(path, 'utf8')) as typeof results
     const partialRuns = { ...earlier.partialRuns }
-    for (const part of parts) partialRuns[part] = machine()
+    for (const part of parts) partialRuns[part] = part === 'observability' ? { ...machine(), rounds: observabilityRounds } : machine()
     results = {
       machine: earlier.machine,
       rows: [...earlier.rows.filter((row) => !parts.includes(partOf(row))), ...rows]
