@@ -2,6 +2,7 @@ import fastifyCors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { PlantstoreError, routeNotFound } from '../errors.js'
+import { pathOf } from './query-string.js'
 import { REQUEST_ID_HEADER } from './request-id.js'
 import { sendError } from './send-error.js'
 
@@ -57,7 +58,7 @@ export const cors = fp(async function cors (app: FastifyInstance, options: CorsO
       sendError(reply, corsOriginRefused(origin))
       return
     }
-    const path = request.url.split('?', 1)[0] ?? request.url
+    const path = pathOf(request.url)
     if (request.server.knownRoutes.allowedMethods(path) === undefined) {
       sendError(reply, routeNotFound(request.method, path))
       return

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { methodNotAllowed, routeNotFound } from '../errors.js'
+import { pathOf } from './query-string.js'
 import { sendError } from './send-error.js'
 
 /** Which methods each known path answers, learned from the routes as they are added. */
@@ -50,7 +51,7 @@ export const knownRoutes = fp(async function knownRoutes (app: FastifyInstance) 
  * Registered in a scope, it runs that scope's hooks first (so `/plants` authenticates before a 405).
  */
 export function answerUnmatched (request: FastifyRequest, reply: FastifyReply): void {
-  const path = request.url.split('?', 1)[0] ?? request.url
+  const path = pathOf(request.url)
   const allowed = request.server.knownRoutes.allowedMethods(path)
   sendError(reply, allowed === undefined
     ? routeNotFound(request.method, path)

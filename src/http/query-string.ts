@@ -37,3 +37,9 @@ function decodeComponent (text: string): string | undefined {
     return undefined
   }
 }
+
+/** A request target without its query string. */
+export function pathOf (url: string): string {
+  const queryAt = url.indexOf('?')
+  return queryAt === -1 ? url : url.slice(0, queryAt)
+}

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { methodNotAllowed, PlantstoreError, routeNotFound } from '../errors.js'
+import { pathOf } from '../http/query-string.js'
 import type { ServiceMetrics } from './metrics.js'
 
 const METRICS_PATH = '/metrics'
@@ -38,9 +39,9 @@ export async function listenForMetrics (metrics: ServiceMetrics, host: string, p
 }
 
 function answer (metrics: ServiceMetrics, request: IncomingMessage, response: ServerResponse): void {
-  const path = (request.url ?? '/').split('?', 1)[0]
+  const path = pathOf(request.url ?? '/')
   if (path !== METRICS_PATH) {
-    sendError(response, routeNotFound(request.method ?? 'GET', path ?? '/'))
+    sendError(response, routeNotFound(request.method ?? 'GET', path))
     return
   }
   if (request.method !== 'GET' && request.method !== 'HEAD') {
