@@ -1,6 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { openPostgresStore } from '../src/store/postgres.js'
+import { openPostgresStore } from '../src/store/postgres/store.js'
 import { backends, bearer, buildTestApp, expectError, postPlant, TEST_POSTGRES_OPTIONS } from './helper.js'
 import { createTestDatabase } from './postgres-database.js'
 

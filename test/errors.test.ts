@@ -1,12 +1,12 @@
 import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
-import Database from '../src/store/sqlite-driver.js'
+import Database from '../src/store/sqlite/driver.js'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { StoreUnavailableError } from '../src/store/plant-store.js'
 import { openMemoryStore } from '../src/store/memory.js'
 import type { PlantStore } from '../src/store/plant-store.js'
-import { openSqliteStore } from '../src/store/sqlite.js'
+import { openSqliteStore } from '../src/store/sqlite/store.js'
 import { bearer, buildTestApp, expectError, postPlant, temporaryFolder } from './helper.js'
 
 function openSocket (app: FastifyInstance): Socket {

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import type { TestProject } from 'vitest/node'
-import { startEmbeddedPostgres } from './postgres-server.js'
+import { startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
 
 declare module 'vitest' {
   export interface ProvidedContext {

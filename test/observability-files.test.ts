@@ -8,7 +8,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { parse } from 'yaml'
 import { temporaryFolder } from './helper.js'
 import { createTestDatabase } from './postgres-database.js'
-import { freePort } from './postgres-server.js'
+import { freePort } from '../scripts/embedded-postgres.js'
 import { startServer } from './server-process.js'
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { createTestDatabase } from './postgres-database.js'
-import { startEmbeddedPostgres } from './postgres-server.js'
+import { startEmbeddedPostgres } from '../scripts/embedded-postgres.js'
 import { startServer } from './server-process.js'
 
 const TOKEN = 'outage-test-token'

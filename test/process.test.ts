@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from './helper.js'
 import { CAPTURED_LOG_LEVEL } from './log-capture.js'
 import { AccessTokenRegistry } from '../src/auth/token-registry.js'
-import { openSqliteStore } from '../src/store/sqlite.js'
+import { openSqliteStore } from '../src/store/sqlite/store.js'
 import { spawnServer, startServer } from './server-process.js'
 
 const TOKEN = 'process-test-token'

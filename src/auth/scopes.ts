@@ -27,14 +27,5 @@ export function canonicalScopes (scopes: Iterable<string>): Scope[] {
   return SCOPES.filter((scope) => wanted.has(scope))
 }
 
-/** The stored form: scopes separated by spaces, as in OAuth's `scope` parameter. */
-export function scopesText (scopes: readonly Scope[]): string {
-  return canonicalScopes(scopes).join(' ')
-}
-
-export function scopesOfText (text: string): Scope[] {
-  return canonicalScopes(text.split(' '))
-}
-
 /** A token that plain `PLANTSTORE_TOKENS` entries and tokens of earlier releases carry. */
 export const PLANT_SCOPES: readonly Scope[] = ['plants:read', 'plants:write']

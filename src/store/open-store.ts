@@ -1,5 +1,5 @@
 import type { PlantStore } from './plant-store.js'
-import type { PostgresOptions } from './postgres.js'
+import type { PostgresOptions } from './postgres/store.js'
 
 /**
  * Opens the store a `DATABASE_URL` names. The scheme picks the adapter; each adapter's driver is
@@ -11,11 +11,11 @@ export async function openStore (databaseUrl: string, postgresOptions: PostgresO
     return openMemoryStore()
   }
   if (databaseUrl.startsWith('sqlite:')) {
-    const { openSqliteStore } = await import('./sqlite.js')
+    const { openSqliteStore } = await import('./sqlite/store.js')
     return openSqliteStore(sqliteFilePath(databaseUrl))
   }
   if (isPostgresUrl(databaseUrl)) {
-    const { openPostgresStore } = await import('./postgres.js')
+    const { openPostgresStore } = await import('./postgres/store.js')
     return openPostgresStore(databaseUrl, postgresOptions)
   }
   throw new Error(`unsupported DATABASE_URL scheme in ${JSON.stringify(databaseUrl.split(':')[0])}`)

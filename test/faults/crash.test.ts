@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import Database from '../../src/store/sqlite-driver.js'
+import Database from '../../src/store/sqlite/driver.js'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from '../helper.js'
 import { createTestDatabase } from '../postgres-database.js'

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import fc from 'fast-check'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { openSqliteStore } from '../../src/store/sqlite.js'
+import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { bearer, buildTestApp, temporaryFolder } from '../helper.js'
 
 /** Fixed in CI; `FUZZ_SEED` and `FUZZ_RUNS` give a longer or different run on demand. */

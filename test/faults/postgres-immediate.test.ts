@@ -1,6 +1,6 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { createTestDatabase } from '../postgres-database.js'
-import { startEmbeddedPostgres } from '../postgres-server.js'
+import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.js'
 import { spawnServer, startServer } from '../server-process.js'
 import { startWriteLoad, until } from './load.js'
 

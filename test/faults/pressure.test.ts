@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { openSqliteStore } from '../../src/store/sqlite.js'
+import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { bearer, buildTestApp, postPlant, temporaryFolder } from '../helper.js'
 import { startServer } from '../server-process.js'
 

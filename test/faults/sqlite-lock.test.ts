@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { sqliteDriverPath } from '../../src/store/sqlite-driver.js'
+import { sqliteDriverPath } from '../../src/store/sqlite/driver.js'
 import { temporaryFolder } from '../helper.js'
 import { startServer } from '../server-process.js'
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { openPostgresStore } from '../../src/store/postgres.js'
+import { openPostgresStore } from '../../src/store/postgres/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { newSigningSecret } from '../../src/webhooks/secrets.js'

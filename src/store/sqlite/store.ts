@@ -1,36 +1,26 @@
-import { accessSync, constants, mkdirSync } from 'node:fs'
-import { dirname } from 'node:path'
-import Database, { SqliteError, type SqliteDatabase, type Statement } from './sqlite-driver.js'
-import { GroupCommit, groupCommittedWrites } from './group-commit.js'
-import { decideChange, type WriteOperation, type WriteOutcome } from './write-operations.js'
-import { SqliteWriteError, SqliteWriter, type WebhookCommand, type WriteEffect } from './sqlite-writer.js'
-import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
-import { sqliteMigrations } from './migrations/sqlite.js'
-import { ReadBatch } from './read-batch.js'
-import { scopesOfText, scopesText } from '../auth/scopes.js'
-import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
+import { SqliteError, type SqliteDatabase, type Statement } from './driver.js'
+import { DEFAULT_BUSY_TIMEOUT_MS, openSqliteDatabase, type SqliteConnectionOptions } from './connection.js'
+import { GroupCommit, groupCommittedWrites } from '../group-commit.js'
+import { decideChange, type WriteOperation, type WriteOutcome } from '../write-operations.js'
+import { SqliteWriteError, SqliteWriter, type WebhookCommand, type WriteEffect } from './writer.js'
+import { ReadBatch } from '../read-batch.js'
+import { scopesOfText, scopesText } from '../stored-scopes.js'
+import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from '../access-token-store.js'
 import {
   ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
   subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type OutboxRow, type SubscriptionRow, type SubscriptionStatusRow,
   type WebhookStore
-} from './webhook-store.js'
+} from '../webhook-store.js'
 import {
-  outcomeOfMeeting, pageOf, plantJson, plantJsonOfTag, recordOfRow, StoreOpenError, StoreUnavailableError, type PlantJson, type PlantStore
-} from './plant-store.js'
+  outcomeOfMeeting, pageOf, plantJson, plantJsonOfTag, recordOfRow, StoreUnavailableError, type PlantJson, type PlantStore
+} from '../plant-store.js'
 
-export interface SqliteOptions {
+export interface SqliteOptions extends SqliteConnectionOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: (size: number) => void
   /** Called after each batch of single-plant reads with its size: for tests and metrics. */
   readonly onReadBatch?: (size: number) => void
-  /**
-   * How long a write waits for another connection's lock before the request gets a 503. The wait blocks
-   * the event loop (better-sqlite3 is synchronous), so it is short.
-   */
-  readonly busyTimeoutMs?: number
 }
-
-const DEFAULT_BUSY_TIMEOUT_MS = 250
 const MAX_BATCH_SIZE = 256
 const MAX_READ_BATCH_SIZE = 500
 
@@ -308,45 +298,6 @@ function unpack (packed: string): { readonly id: string, readonly json: PlantJso
   return { id, json }
 }
 
-/** Opens (creating it and its folder if needed) and migrates the database file, with the durability settings. */
-export function openSqliteDatabase (file: string, options: SqliteOptions = {}): SqliteDatabase {
-  assertWritableFolder(file)
-  let db
-  try {
-    db = new Database(file)
-  } catch (error) {
-    throw new StoreOpenError(`DATABASE_URL: cannot open the SQLite database ${file}: ${(error as Error).message}`, { cause: error })
-  }
-  try {
-    db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = FULL')
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS}`)
-    db.defaultSafeIntegers(true)
-    migrate(db)
-    return db
-  } catch (error) {
-    db.close()
-    throw error
-  }
-}
-
-/**
- * SQLite in WAL mode creates files next to the database, so its folder must be writable: say so plainly
- * instead of SQLite's "unable to open database file" (a container started without a writable /data).
- */
-function assertWritableFolder (file: string): void {
-  const folder = dirname(file)
-  const problem = (error: unknown) => new StoreOpenError(
-    `DATABASE_URL: cannot use the SQLite database ${file}: the folder ${folder} cannot be created or written by this process ` +
-    `(uid ${process.getuid?.() ?? 'unknown'}; ${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error })
-  try {
-    mkdirSync(folder, { recursive: true })
-    accessSync(folder, constants.W_OK | constants.X_OK)
-  } catch (error) {
-    throw problem(error)
-  }
-}
-
 /** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
 function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined): WriteOutcome {
   if (operation.kind !== 'create') {
@@ -378,17 +329,4 @@ function unlessTransient<T> (operation: () => T): T {
     }
     throw error
   }
-}
-
-function migrate (db: SqliteDatabase): void {
-  const known = latestVersion(sqliteMigrations)
-  db.transaction(() => {
-    const current = Number(db.pragma('user_version', { simple: true }))
-    if (current > known) throw new SchemaTooNewError(current, known)
-    for (const migration of sqliteMigrations) {
-      if (migration.version <= current) continue
-      db.exec(migration.sql)
-      db.pragma(`user_version = ${migration.version}`)
-    }
-  }).immediate()
 }

@@ -1,20 +1,20 @@
 import pg from 'pg'
-import { GroupCommit, groupCommittedWrites, RUN_AGAIN, type CommitBatch } from './group-commit.js'
-import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from './write-operations.js'
-import { ReadBatch } from './read-batch.js'
-import { latestVersion, SchemaTooNewError } from './migrations/migration.js'
-import { postgresMigrations } from './migrations/postgres.js'
-import { scopesOfText, scopesText } from '../auth/scopes.js'
-import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from './access-token-store.js'
+import { GroupCommit, groupCommittedWrites, RUN_AGAIN, type CommitBatch } from '../group-commit.js'
+import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from '../write-operations.js'
+import { ReadBatch } from '../read-batch.js'
+import { latestVersion, SchemaTooNewError } from '../migrations/migration.js'
+import { postgresMigrations } from '../migrations/postgres.js'
+import { scopesOfText, scopesText } from '../stored-scopes.js'
+import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from '../access-token-store.js'
 import {
   ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, deletedPlantBody, newEventId, OUTBOX_COLUMNS, SUBSCRIPTION_COLUMNS,
   SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type OutboxRow, type SettledAttempt,
   type SubscriptionRow, type SubscriptionStatusRow, type WebhookEventType, type WebhookStore
-} from './webhook-store.js'
+} from '../webhook-store.js'
 import {
   outcomeOfMeeting, pageOf, plantJson, recordOfRow, samePlant, StoreUnavailableError,
   type PlantJson, type PlantRecord, type PlantRow, type PlantStore
-} from './plant-store.js'
+} from '../plant-store.js'
 
 export interface PostgresOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
-import type { PlantRow } from './plant-store.js'
-import { sqliteDriverPath } from './sqlite-driver.js'
-import type { WriteOperation } from './write-operations.js'
+import type { PlantRow } from '../plant-store.js'
+import { sqliteDriverPath } from './driver.js'
+import type { WriteOperation } from '../write-operations.js'
 
 /**
  * What the writer thread reports for one write: a create stored, or the row it met; for a change, the

@@ -1,0 +1,68 @@
+import { accessSync, constants, mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database, { type SqliteDatabase } from './driver.js'
+import { latestVersion, SchemaTooNewError } from '../migrations/migration.js'
+import { sqliteMigrations } from '../migrations/sqlite.js'
+import { StoreOpenError } from '../plant-store.js'
+
+export interface SqliteConnectionOptions {
+  /**
+   * How long a write waits for another connection's lock before the request gets a 503. The wait blocks
+   * the event loop (better-sqlite3 is synchronous), so it is short.
+   */
+  readonly busyTimeoutMs?: number
+}
+
+export const DEFAULT_BUSY_TIMEOUT_MS = 250
+
+/** Opens (creating it and its folder if needed) and migrates the database file, with the durability settings. */
+export function openSqliteDatabase (file: string, options: SqliteConnectionOptions = {}): SqliteDatabase {
+  assertWritableFolder(file)
+  let db
+  try {
+    db = new Database(file)
+  } catch (error) {
+    throw new StoreOpenError(`DATABASE_URL: cannot open the SQLite database ${file}: ${(error as Error).message}`, { cause: error })
+  }
+  try {
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = FULL')
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS}`)
+    db.defaultSafeIntegers(true)
+    migrate(db)
+    return db
+  } catch (error) {
+    db.close()
+    throw error
+  }
+}
+
+/**
+ * SQLite in WAL mode creates files next to the database, so its folder must be writable: say so plainly
+ * instead of SQLite's "unable to open database file" (a container started without a writable /data).
+ */
+function assertWritableFolder (file: string): void {
+  const folder = dirname(file)
+  const problem = (error: unknown) => new StoreOpenError(
+    `DATABASE_URL: cannot use the SQLite database ${file}: the folder ${folder} cannot be created or written by this process ` +
+    `(uid ${process.getuid?.() ?? 'unknown'}; ${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error })
+  try {
+    mkdirSync(folder, { recursive: true })
+    accessSync(folder, constants.W_OK | constants.X_OK)
+  } catch (error) {
+    throw problem(error)
+  }
+}
+
+function migrate (db: SqliteDatabase): void {
+  const known = latestVersion(sqliteMigrations)
+  db.transaction(() => {
+    const current = Number(db.pragma('user_version', { simple: true }))
+    if (current > known) throw new SchemaTooNewError(current, known)
+    for (const migration of sqliteMigrations) {
+      if (migration.version <= current) continue
+      db.exec(migration.sql)
+      db.pragma(`user_version = ${migration.version}`)
+    }
+  }).immediate()
+}
