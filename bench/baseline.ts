@@ -1,6 +1,7 @@
 import bearerAuth from '@fastify/bearer-auth'
 import Fastify from 'fastify'
-import { ErrorBody, NewPlant, Plant, StoredPlant } from '../src/schemas.js'
+import { ErrorBody } from '../src/schemas/error-body.js'
+import { NewPlant, Plant, StoredPlant } from '../src/schemas/plants.js'
 
 /**
  * The baseline the service is measured against: a bare Fastify app with the same TypeBox schemas

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { INT64_MAX, INT64_MIN } from '../src/schemas.js'
+import { INT64_MAX, INT64_MIN } from '../src/schemas/kinds.js'
 import type { PlantRecord, PlantStore } from '../src/store/plant-store.js'
 
 /**

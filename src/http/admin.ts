@@ -7,9 +7,8 @@ import type { AccessTokenRegistry } from '../auth/token-registry.js'
 import {
   accessTokenNameTaken, accessTokenNotFound, environmentTokenNotRevocable, invalidRequest
 } from '../errors.js'
-import {
-  AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken, ref
-} from '../schemas.js'
+import { ref } from '../schemas/kinds.js'
+import { AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken } from '../schemas/tokens.js'
 import { bearerSecurity } from './docs.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { webhookRoutes, type WebhookRoutesOptions } from './webhooks.js'

@@ -3,7 +3,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Scope } from '../auth/scopes.js'
-import { sharedSchemas } from '../schemas.js'
+import { sharedSchemas } from '../schemas/components.js'
 import type { WebhookEventType } from '../store/webhook-store.js'
 
 /** An operation's security requirement: a Bearer token with this scope (OpenAPI 3.1 lets an http scheme list roles). */

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { PlantStore } from '../store/plant-store.js'
-import { Health, ref } from '../schemas.js'
+import { Health } from '../schemas/health.js'
+import { ref } from '../schemas/kinds.js'
 import { errorResponses } from './responses.js'
 
 /** `/healthz`: the process serves HTTP. `/readyz`: and its store answers. Neither needs a token. */

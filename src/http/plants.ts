@@ -6,10 +6,8 @@ import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { Scope } from '../auth/scopes.js'
 import type { AccessTokenRegistry } from '../auth/token-registry.js'
 import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
-import {
-  DEFAULT_PAGE_SIZE, NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, ref, StoredPlant,
-  StoredPlantPage
-} from '../schemas.js'
+import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
+import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, StoredPlant, StoredPlantPage } from '../schemas/plants.js'
 import { plantJson, plantRecord, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
 import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'

@@ -1,4 +1,5 @@
-import { ErrorBody, ref } from '../schemas.js'
+import { ErrorBody } from '../schemas/error-body.js'
+import { ref } from '../schemas/kinds.js'
 
 const errorResponse = (description: string, headers?: Record<string, { type: 'string', description: string }>) =>
   ({ ...ref(ErrorBody), description, ...(headers === undefined ? {} : { headers }) })

@@ -8,7 +8,8 @@ import { TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { invalidRequest } from '../errors.js'
 import { WEBHOOK_EVENT_TYPES } from '../store/webhook-store.js'
 import { MALFORMED_PARAMETERS, type ParsedQuery } from './query-string.js'
-import { INT64_MAX, INT64_MIN, plantTextViolation, sharedSchemas, type IntegerTextRule, type PlantTextRule } from '../schemas.js'
+import { sharedSchemas } from '../schemas/components.js'
+import { INT64_MAX, INT64_MIN, plantTextViolation, type IntegerTextRule, type PlantTextRule } from '../schemas/kinds.js'
 
 const HTTP_PART_LABEL: Record<string, string> = {
   body: 'request body',

@@ -2,10 +2,8 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { invalidRequest, webhookNotFound } from '../errors.js'
-import {
-  CreatedWebhookSubscription, DEFAULT_PAGE_SIZE, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, ref,
-  WebhookIdParams, WebhookSubscriptionList, WebhookSubscriptionStatus
-} from '../schemas.js'
+import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
+import { CreatedWebhookSubscription, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, WebhookIdParams, WebhookSubscriptionList, WebhookSubscriptionStatus } from '../schemas/webhooks.js'
 import {
   WEBHOOK_EVENT_TYPES, type DeliveryAttemptRecord, type WebhookStore, type WebhookSubscriptionRecord, type WebhookSubscriptionStatus as Status
 } from '../store/webhook-store.js'
