@@ -19,7 +19,7 @@ export class PlantstoreError extends Error {
 const RETRY_AFTER_SECONDS = '1'
 const BEARER_REALM = 'Bearer realm="plantstore"'
 
-// 400 ------------------------------------------------------------------------------------------
+// 400 -------------------------------------------------------------------------------------------
 
 export const invalidRequest = (message: string) =>
   new PlantstoreError(400, message)
@@ -33,16 +33,13 @@ export const malformedUrl = () =>
 export const missingHost = () =>
   new PlantstoreError(400, 'HTTP/1.1 requests need a Host header')
 
-export const plantIdMismatch = (pathId: bigint, bodyId: bigint) =>
-  new PlantstoreError(400, `id in the body (${bodyId}) must equal the id in the path (${pathId}); a plant's id cannot change`)
-
-export const plantNotFound = (id: bigint) =>
-  new PlantstoreError(404, `no plant has id ${id}`)
-
 export const malformedHttp = () =>
   new PlantstoreError(400, 'the HTTP request is malformed')
 
-// 401 ------------------------------------------------------------------------------------------
+export const plantIdMismatch = (pathId: bigint, bodyId: bigint) =>
+  new PlantstoreError(400, `id in the body (${bodyId}) must equal the id in the path (${pathId}); a plant's id cannot change`)
+
+// 401 -------------------------------------------------------------------------------------------
 
 export const missingCredentials = () =>
   new PlantstoreError(401,
@@ -54,25 +51,44 @@ export const invalidToken = () =>
     'the bearer token is missing, malformed or not accepted',
     { 'www-authenticate': `${BEARER_REALM}, error="invalid_token"` })
 
-// 403 ------------------------------------------------------------------------------------------
+// 403 -------------------------------------------------------------------------------------------
 
 export const insufficientScope = (scope: string) =>
   new PlantstoreError(403,
     `this token lacks the scope "${scope}", which this operation needs`,
     { 'www-authenticate': `${BEARER_REALM}, error="insufficient_scope", scope="${scope}"` })
 
-// 404 / 405 / 408 / 409 ------------------------------------------------------------------------
+// 404 -------------------------------------------------------------------------------------------
 
 export const routeNotFound = (method: string, path: string) =>
   new PlantstoreError(404, `no route ${method} ${path}`)
+
+export const plantNotFound = (id: bigint) =>
+  new PlantstoreError(404, `no plant has id ${id}`)
+
+export const accessTokenNotFound = (id: string) =>
+  new PlantstoreError(404, `no access token has id ${JSON.stringify(id)}`)
+
+export const webhookNotFound = (id: string) =>
+  new PlantstoreError(404, `no webhook subscription has id ${JSON.stringify(id)}`)
+
+// 405 -------------------------------------------------------------------------------------------
 
 export const methodNotAllowed = (method: string, path: string, allowed: readonly string[]) =>
   new PlantstoreError(405,
     `${path} does not support ${method}; allowed: ${allowed.join(', ')}`,
     { allow: allowed.join(', ') })
 
-export const accessTokenNotFound = (id: string) =>
-  new PlantstoreError(404, `no access token has id ${JSON.stringify(id)}`)
+// 408 -------------------------------------------------------------------------------------------
+
+export const requestTimeout = () =>
+  new PlantstoreError(408, 'the request was not received in time')
+
+// 409 -------------------------------------------------------------------------------------------
+
+export const plantIdConflict = (id: bigint) =>
+  new PlantstoreError(409,
+    `plant ${id} already exists with a different name or tag`)
 
 export const accessTokenNameTaken = (name: string) =>
   new PlantstoreError(409, `a live access token is already named "${name}"; revoke it or choose another name`)
@@ -82,42 +98,46 @@ export const environmentTokenNotRevocable = (name: string) =>
     `the access token "${name}" comes from the environment and cannot be revoked over HTTP: remove it from ` +
     'the token file and send SIGHUP, or from PLANTSTORE_TOKENS and restart')
 
-export const webhookNotFound = (id: string) =>
-  new PlantstoreError(404, `no webhook subscription has id ${JSON.stringify(id)}`)
-
-export const requestTimeout = () =>
-  new PlantstoreError(408, 'the request was not received in time')
-
-export const plantIdConflict = (id: bigint) =>
-  new PlantstoreError(409,
-    `plant ${id} already exists with a different name or tag`)
-
-// 412 ------------------------------------------------------------------------------------------
+// 412 -------------------------------------------------------------------------------------------
 
 export const preconditionFailed = (id: bigint, exists: boolean) =>
   new PlantstoreError(412, exists
     ? `plant ${id} is not in the state the request's If-Match or If-None-Match expects; read it again for its current ETag`
     : `plant ${id} does not exist, and the request's If-Match needs it to`)
 
-// 413 / 415 / 431 ------------------------------------------------------------------------------
+// 413 -------------------------------------------------------------------------------------------
 
 export const bodyTooLarge = (limit: number) =>
   new PlantstoreError(413, `request body is larger than ${limit} bytes`)
 
-export const unsupportedMediaType = (detail: string) =>
-  new PlantstoreError(415, detail)
+// 414 -------------------------------------------------------------------------------------------
 
 export const uriTooLong = () =>
   new PlantstoreError(414, 'a path segment of the request URL is too long')
 
+// 415 -------------------------------------------------------------------------------------------
+
+export const unsupportedMediaType = (detail: string) =>
+  new PlantstoreError(415, detail)
+
+// 429 -------------------------------------------------------------------------------------------
+
+export const tooManyRequests = (retryAfterSeconds: number) =>
+  new PlantstoreError(429, `too many requests for this token, retry in ${retryAfterSeconds} s`,
+    { 'retry-after': String(retryAfterSeconds) })
+
+// 431 -------------------------------------------------------------------------------------------
+
 export const headersTooLarge = () =>
   new PlantstoreError(431, 'the request headers are too large')
 
-// 5xx ------------------------------------------------------------------------------------------
+// 500 -------------------------------------------------------------------------------------------
 
 export const internalError = (requestId: string) =>
   new PlantstoreError(500,
     `internal error; quote request id ${requestId} to the operator`)
+
+// 503 -------------------------------------------------------------------------------------------
 
 export const storeUnavailable = (requestId: string) =>
   new PlantstoreError(503,
@@ -127,10 +147,6 @@ export const storeUnavailable = (requestId: string) =>
 export const overloaded = (requestId: string) =>
   new PlantstoreError(503, `the service is overloaded, retry later; request id ${requestId}`,
     { 'retry-after': RETRY_AFTER_SECONDS })
-
-export const tooManyRequests = (retryAfterSeconds: number) =>
-  new PlantstoreError(429, `too many requests for this token, retry in ${retryAfterSeconds} s`,
-    { 'retry-after': String(retryAfterSeconds) })
 
 export const shuttingDown = (requestId: string) =>
   new PlantstoreError(503, `the service is shutting down, retry later; request id ${requestId}`,
