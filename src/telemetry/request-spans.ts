@@ -3,7 +3,6 @@ import type { FastifyOtelInstrumentation } from '@fastify/otel'
 import { ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions'
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type { TraceIds } from './tracing.js'
 
 /**
  * Registers @fastify/otel, whose `onRequest` hook starts the request's span (from the caller's
@@ -36,6 +35,12 @@ export function nameRequestSpan (span: Span, request: FastifyRequest): void {
     span.setAttribute(ATTR_URL_PATH, request.url.slice(0, queryStart))
     span.setAttribute(ATTR_URL_QUERY, request.url.slice(queryStart + 1))
   }
+}
+
+/** The ids of a request's span, for its log line. */
+export interface TraceIds {
+  readonly traceId: string
+  readonly spanId: string
 }
 
 export function requestTraceIds (request: FastifyRequest): TraceIds | undefined {

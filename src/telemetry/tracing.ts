@@ -3,6 +3,7 @@ import type { OtlpProtocol } from '../config.js'
 import type { PlantStore, StoreObserver } from '../store/plant-store.js'
 import { SERVICE_VERSION } from '../version.js'
 import type { DeliveryTracer } from '../webhooks/dispatcher.js'
+import type { TraceIds } from './request-spans.js'
 
 /**
  * OpenTelemetry tracing, on when an OTLP endpoint is configured (`config.tracing`). Only `startTracing`
@@ -36,11 +37,6 @@ export interface Tracing {
   readonly logMixin: () => object
   /** Exports the spans not sent yet (waiting at most SHUTDOWN_EXPORT_MS) and stops tracing. */
   shutdown (): Promise<void>
-}
-
-export interface TraceIds {
-  readonly traceId: string
-  readonly spanId: string
 }
 
 /** What a stop waits for the last spans to be exported: the graceful stop has 8 s for everything. */
