@@ -8,6 +8,6 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    reporters: ['default']
+    reporters: ['default', './test/helpers/slowest-files-reporter.ts']
   }
 })
