@@ -138,3 +138,8 @@ export function ref<T extends TSchema> (schema: T) {
   if (schema.$id === undefined) throw new Error('only schemas with an $id can be referenced')
   return Type.Unsafe<Static<T>>(Type.Ref(schema.$id))
 }
+
+/** The options of a named schema: an OpenAPI component whose title is its name. */
+export function component<Extra extends object> (name: string, description: string, extra?: Extra) {
+  return { $id: name, title: name, description, ...extra }
+}

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { Int64, IntegerText, PageCursor, PageLimit, PlantText, ref } from './kinds.js'
+import { component, Int64, IntegerText, PageCursor, PageLimit, PlantText, ref } from './kinds.js'
 
 export const NAME_RULE = { minLength: 1, maxLength: 256 }
 export const TAG_RULE = { minLength: 0, maxLength: 256 }
@@ -12,43 +12,26 @@ const plantFields = {
 /** The id member a PUT or PATCH body may repeat: only the path's own id, in any JSON integer spelling. */
 const repeatedId = Type.Optional(Int64('The id of the plant; when present it must equal the id in the path'))
 
-export const Plant = Type.Object(plantFields, {
-  $id: 'Plant',
-  title: 'Plant',
-  description: 'A plant as the store returns it after a create: its name, and its tag when one was given.'
-})
+export const Plant = Type.Object(plantFields, component('Plant', 'A plant as the store returns it after a create: its name, and its tag when one was given.'))
 export type Plant = Static<typeof Plant>
 
 export const NewPlant = Type.Object({
   id: Int64('Identification number of the plant'),
   ...plantFields
-}, {
-  $id: 'NewPlant',
-  title: 'NewPlant',
-  description: 'A plant to create. Unknown properties are accepted and ignored.'
-})
+}, component('NewPlant', 'A plant to create. Unknown properties are accepted and ignored.'))
 export type NewPlant = Static<typeof NewPlant>
 
 export const StoredPlant = Type.Object({
   id: Int64('Identification number of the plant'),
   ...plantFields
-}, {
-  $id: 'StoredPlant',
-  title: 'StoredPlant',
-  description: 'A plant as the store holds it: id, name, and tag when one was given.'
-})
+}, component('StoredPlant', 'A plant as the store holds it: id, name, and tag when one was given.'))
 export type StoredPlant = Static<typeof StoredPlant>
 
 export const PlantReplacement = Type.Object({
   id: repeatedId,
   ...plantFields
-}, {
-  $id: 'PlantReplacement',
-  title: 'PlantReplacement',
-  description: 'The whole new state of a plant: a `Plant`. A tag absent from it is absent afterwards. Unknown ' +
-    'properties are accepted and ignored.',
-  examples: [{ name: 'Monstera deliciosa', tag: 'tropical' }]
-})
+}, component('PlantReplacement', 'The whole new state of a plant: a `Plant`. A tag absent from it is absent afterwards. Unknown ' +
+    'properties are accepted and ignored.', { examples: [{ name: 'Monstera deliciosa', tag: 'tropical' }] }))
 export type PlantReplacement = Static<typeof PlantReplacement>
 
 /** A tag a patch may also remove: the tag rules, or `null`. */
@@ -61,13 +44,8 @@ export const PlantPatch = Type.Object({
   id: repeatedId,
   name: Type.Optional(PlantText(NAME_RULE, 'A new name for the plant; it cannot be removed', 'Monstera deliciosa')),
   tag: Type.Optional(RemovableTag)
-}, {
-  $id: 'PlantPatch',
-  title: 'PlantPatch',
-  description: 'A JSON merge patch (RFC 7396) of a plant: members that are present change the plant, absent ones ' +
-    'leave it as it is, `"tag": null` removes the tag. Unknown properties are accepted and ignored.',
-  examples: [{ name: 'Swiss cheese plant' }, { tag: null }]
-})
+}, component('PlantPatch', 'A JSON merge patch (RFC 7396) of a plant: members that are present change the plant, absent ones ' +
+    'leave it as it is, `"tag": null` removes the tag. Unknown properties are accepted and ignored.', { examples: [{ name: 'Swiss cheese plant' }, { tag: null }] }))
 export type PlantPatch = Static<typeof PlantPatch>
 
 export const StoredPlantPage = Type.Array(ref(StoredPlant), {

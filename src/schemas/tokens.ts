@@ -1,7 +1,7 @@
 import { Kind, Type, TypeRegistry, type Static } from '@sinclair/typebox'
 import { isScope, SCOPES, type Scope } from '../auth/scopes.js'
 import { GENERATED_TOKEN, TOKEN_NAME } from '../auth/tokens.js'
-import { DateTime, ref } from './kinds.js'
+import { component, DateTime, ref } from './kinds.js'
 
 /** An access token's id: a UUID for stored tokens, `env:<name>` for those of PLANTSTORE_TOKENS. */
 const TOKEN_ID = /^[A-Za-z0-9:._-]{1,80}$/
@@ -42,11 +42,7 @@ export const NewAccessToken = Type.Object({
   name: TokenName,
   scopes: Scopes('What the token may do: a non-empty set of plants:read, plants:write and admin'),
   expiresAt: Type.Optional(DateTime('When the token stops being accepted: a future RFC 3339 date-time; absent for never'))
-}, {
-  $id: 'NewAccessToken',
-  title: 'NewAccessToken',
-  description: 'An access token to make. Unknown properties are accepted and ignored.'
-})
+}, component('NewAccessToken', 'An access token to make. Unknown properties are accepted and ignored.'))
 export type NewAccessToken = Static<typeof NewAccessToken>
 
 export const CreatedAccessToken = Type.Object({
@@ -56,11 +52,7 @@ export const CreatedAccessToken = Type.Object({
     description: 'The token itself: `pst_` and 43 base64url characters. This response is the only time it is ' +
       'shown; the service keeps only its SHA-256 digest.'
   })
-}, {
-  $id: 'CreatedAccessToken',
-  title: 'CreatedAccessToken',
-  description: 'A token just made, with the token itself.'
-})
+}, component('CreatedAccessToken', 'A token just made, with the token itself.'))
 export type CreatedAccessToken = Static<typeof CreatedAccessToken>
 
 export const AccessToken = Type.Object({
@@ -69,11 +61,7 @@ export const AccessToken = Type.Object({
     description: '`store` for tokens made at run time; `environment` for entries of PLANTSTORE_TOKENS, which only the operator can remove'
   }),
   revokedAt: Type.Optional(DateTime('When the token was revoked, RFC 3339 UTC; absent while it is not'))
-}, {
-  $id: 'AccessToken',
-  title: 'AccessToken',
-  description: 'An access token as listings show it: never the token or its digest.'
-})
+}, component('AccessToken', 'An access token as listings show it: never the token or its digest.'))
 export type AccessToken = Static<typeof AccessToken>
 
 export const AccessTokenList = Type.Array(ref(AccessToken), {

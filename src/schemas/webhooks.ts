@@ -1,6 +1,6 @@
 import { Kind, Type, TypeRegistry, type Static } from '@sinclair/typebox'
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../store/webhook-store.js'
-import { DateTime, PageCursor, PageLimit, ref, UUID } from './kinds.js'
+import { component, DateTime, PageCursor, PageLimit, ref, UUID } from './kinds.js'
 
 TypeRegistry.Set('WebhookEvent', (_schema, value) => typeof value === 'string' && (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value))
 TypeRegistry.Set('WebhookId', (_schema, value) => typeof value === 'string' && UUID.test(value))
@@ -33,18 +33,10 @@ export const NewWebhookSubscription = Type.Object({
     description: 'A non-empty set of plant.created, plant.updated and plant.deleted; all three when absent',
     examples: [['plant.created']]
   }))
-}, {
-  $id: 'NewWebhookSubscription',
-  title: 'NewWebhookSubscription',
-  description: 'A webhook subscription to make. Unknown properties are accepted and ignored.'
-})
+}, component('NewWebhookSubscription', 'A webhook subscription to make. Unknown properties are accepted and ignored.'))
 export type NewWebhookSubscription = Static<typeof NewWebhookSubscription>
 
-export const WebhookSubscription = Type.Object(webhookFields, {
-  $id: 'WebhookSubscription',
-  title: 'WebhookSubscription',
-  description: 'A webhook subscription, without its signing secret.'
-})
+export const WebhookSubscription = Type.Object(webhookFields, component('WebhookSubscription', 'A webhook subscription, without its signing secret.'))
 
 export const CreatedWebhookSubscription = Type.Object({
   ...webhookFields,
@@ -53,11 +45,7 @@ export const CreatedWebhookSubscription = Type.Object({
     description: 'The signing secret, in the Standard Webhooks form `whsec_<base64>`. This response is the only time it is shown.',
     examples: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1u3E4ERhSGs=']
   })
-}, {
-  $id: 'CreatedWebhookSubscription',
-  title: 'CreatedWebhookSubscription',
-  description: 'A subscription just made, with its signing secret.'
-})
+}, component('CreatedWebhookSubscription', 'A subscription just made, with its signing secret.'))
 
 export const WebhookSubscriptionStatus = Type.Object({
   ...webhookFields,
@@ -68,11 +56,7 @@ export const WebhookSubscriptionStatus = Type.Object({
     at: DateTime('When the attempt failed, RFC 3339 UTC'),
     message: Type.String({ description: 'The status code (`HTTP 500`) or the error of the attempt', examples: ['HTTP 503'] })
   }, { description: 'The most recent failed attempt; absent if none failed' }))
-}, {
-  $id: 'WebhookSubscriptionStatus',
-  title: 'WebhookSubscriptionStatus',
-  description: 'A subscription with its delivery counts.'
-})
+}, component('WebhookSubscriptionStatus', 'A subscription with its delivery counts.'))
 
 export const WebhookSubscriptionList = Type.Array(ref(WebhookSubscription), { description: 'Every subscription, newest first.' })
 
@@ -84,11 +68,7 @@ export const DeliveryAttempt = Type.Object({
   statusCode: Type.Optional(Type.Integer({ description: 'The receiver\'s status code; absent when no answer came', examples: [200] })),
   error: Type.Optional(Type.String({ description: 'Why no answer came (timeout, connection refused, …)', examples: ['no answer within 10 s'] })),
   at: DateTime('When the attempt was made, RFC 3339 UTC')
-}, {
-  $id: 'DeliveryAttempt',
-  title: 'DeliveryAttempt',
-  description: 'One attempt to deliver one event.'
-})
+}, component('DeliveryAttempt', 'One attempt to deliver one event.'))
 
 export const DeliveryAttemptPage = Type.Array(ref(DeliveryAttempt), {
   description: 'Attempts newest first. A `Link: <…>; rel="next"` header names the page of older ones while there are more.'
