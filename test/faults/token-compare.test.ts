@@ -31,6 +31,11 @@ async function registryAccepting (...tokens: string[]) {
   return registry
 }
 
+function countCallsFromNow (): void {
+  timingSafeEqualSpy.calls.length = 0
+  hashSpy.calls = 0
+}
+
 describe('Token comparison', () => {
   const secret = 'a-long-secret-token-0123456789'
 
@@ -40,8 +45,7 @@ describe('Token comparison', () => {
     ['nothing right, another length', 'zz']
   ])('refuses %s after one digest, without comparing it with any token', async (_case, presented) => {
     const tokens = await registryAccepting('another-token', secret, 'a-third-token')
-    timingSafeEqualSpy.calls.length = 0
-    hashSpy.calls = 0
+    countCallsFromNow()
 
     expect(tokens.identify(presented)).toBeUndefined()
 
@@ -51,8 +55,7 @@ describe('Token comparison', () => {
 
   it('accepts the right token after one digest and one constant-time compare of 32-byte digests', async () => {
     const tokens = await registryAccepting('another-token', secret, 'a-third-token')
-    timingSafeEqualSpy.calls.length = 0
-    hashSpy.calls = 0
+    countCallsFromNow()
 
     expect(tokens.identify(secret)?.name).toBe('environment-2')
 
@@ -67,8 +70,7 @@ describe('Token comparison', () => {
   it('remembers an accepted token, so its next requests skip the digest and the compare', async () => {
     const tokens = await registryAccepting('another-token', secret)
     expect(tokens.identify(secret)).toBeDefined()
-    timingSafeEqualSpy.calls.length = 0
-    hashSpy.calls = 0
+    countCallsFromNow()
 
     expect(tokens.identify(secret)).toBeDefined()
 
