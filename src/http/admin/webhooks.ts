@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { invalidRequest, webhookNotFound } from '../errors.js'
-import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
-import { CreatedWebhookSubscription, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, WebhookIdParams, WebhookSubscriptionList, WebhookSubscriptionStatus } from '../schemas/webhooks.js'
+import { invalidRequest, webhookNotFound } from '../../errors.js'
+import { DEFAULT_PAGE_SIZE, ref } from '../../schemas/kinds.js'
+import { CreatedWebhookSubscription, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, WebhookIdParams, WebhookSubscriptionList, WebhookSubscriptionStatus } from '../../schemas/webhooks.js'
 import {
   WEBHOOK_EVENT_TYPES, type DeliveryAttemptRecord, type WebhookStore, type WebhookSubscriptionRecord, type WebhookSubscriptionStatus as Status
-} from '../store/webhook-store.js'
-import { webhookUrlRefusal } from '../webhooks/network.js'
-import { newSigningSecret, type SecretBox } from '../webhooks/secrets.js'
-import { bearerSecurity } from './docs.js'
-import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
+} from '../../store/webhook-store.js'
+import { webhookUrlRefusal } from '../../webhooks/network.js'
+import { newSigningSecret, type SecretBox } from '../../webhooks/secrets.js'
+import { bearerSecurity } from '../docs.js'
+import { authenticatedOperationErrors, bodyErrors, errorResponses } from '../responses.js'
 
 export interface WebhookRoutesOptions {
   readonly webhooks: WebhookStore

@@ -1,41 +1,19 @@
 import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { bearerAuth } from '../auth/bearer.js'
-import { perTokenRateLimit } from '../auth/rate-limit.js'
-import { tokenRecordDocument, tokenViewDocument } from '../auth/token-documents.js'
-import type { AccessTokenRegistry } from '../auth/token-registry.js'
+import { tokenRecordDocument, tokenViewDocument } from '../../auth/token-documents.js'
+import type { AccessTokenRegistry } from '../../auth/token-registry.js'
 import {
   accessTokenNameTaken, accessTokenNotFound, environmentTokenNotRevocable, invalidRequest
-} from '../errors.js'
-import { ref } from '../schemas/kinds.js'
-import { AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken } from '../schemas/tokens.js'
-import { bearerSecurity } from './docs.js'
-import { answerUnmatched } from './method-not-allowed.js'
-import { webhookRoutes, type WebhookRoutesOptions } from './webhooks.js'
-import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
-
-export interface AdminRoutesOptions {
-  readonly accessTokens: AccessTokenRegistry
-  readonly rateLimitPerMinute: number
-  readonly webhooks: WebhookRoutesOptions
-}
+} from '../../errors.js'
+import { ref } from '../../schemas/kinds.js'
+import { AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken } from '../../schemas/tokens.js'
+import { bearerSecurity } from '../docs.js'
+import { authenticatedOperationErrors, bodyErrors, errorResponses } from '../responses.js'
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-/**
- * Everything under `/admin`, registered under that prefix: a valid token first (401), then the `admin`
- * scope (403), for every request of the scope, its 404s and 405s included.
- */
-export async function adminRoutes (app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
-  await app.register(bearerAuth, { tokens: options.accessTokens, requiredScope: () => 'admin' })
-  await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
-  app.setNotFoundHandler(answerUnmatched)
-  await app.register(accessTokenRoutes, { prefix: '/tokens', accessTokens: options.accessTokens })
-  await app.register(webhookRoutes, { prefix: '/webhooks', ...options.webhooks })
-}
-
 /** `/admin/tokens`: access tokens as data (API.md, "Access tokens"). */
-async function accessTokenRoutes (app: FastifyInstance, options: { readonly accessTokens: AccessTokenRegistry }): Promise<void> {
+export async function accessTokenRoutes (app: FastifyInstance, options: { readonly accessTokens: AccessTokenRegistry }): Promise<void> {
   const { accessTokens } = options
   const tokens = app.withTypeProvider<TypeBoxTypeProvider>()
 
