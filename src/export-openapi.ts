@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises'
 import { buildApp } from './app.js'
 import { AccessTokenRegistry } from './auth/token-registry.js'
-import { openMemoryStore } from './store/memory.js'
+import { openMemoryStore } from './store/memory/store.js'
 
 /** `npm run openapi`: writes the document the app serves to openapi/openapi.json. */
 async function renderOpenApiDocument (): Promise<string> {

@@ -2,7 +2,7 @@ import { connect, type AddressInfo } from 'node:net'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { AppConfig } from '../src/app.js'
-import { openMemoryStore } from '../src/store/memory.js'
+import { openMemoryStore } from '../src/store/memory/store.js'
 import type { PlantStore } from '../src/store/plant-store.js'
 import { bearer, buildTestApp, expectError, TEST_TOKEN } from './helper.js'
 

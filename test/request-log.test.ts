@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest'
 import type { AppConfig } from '../src/app.js'
 import { CompletedRequestLog } from '../src/http/request-log.js'
 import type { PlantStore } from '../src/store/plant-store.js'
-import { openMemoryStore } from '../src/store/memory.js'
+import { openMemoryStore } from '../src/store/memory/store.js'
 import { bearer, buildTestApp, TEST_TOKEN } from './helper.js'
 
 function collectingStream (): { stream: Writable, lines: () => Array<Record<string, unknown>> } {

@@ -7,7 +7,7 @@ import type { PostgresOptions } from './postgres/store.js'
  */
 export async function openStore (databaseUrl: string, postgresOptions: PostgresOptions): Promise<PlantStore> {
   if (databaseUrl === 'memory:') {
-    const { openMemoryStore } = await import('./memory.js')
+    const { openMemoryStore } = await import('./memory/store.js')
     return openMemoryStore()
   }
   if (databaseUrl.startsWith('sqlite:')) {

@@ -22,7 +22,7 @@ vi.mock('node:crypto', async (importOriginal) => {
 
 const { AccessTokenRegistry } = await import('../../src/auth/token-registry.js')
 const { digestToken, parseTokenList } = await import('../../src/auth/tokens.js')
-const { openMemoryStore } = await import('../../src/store/memory.js')
+const { openMemoryStore } = await import('../../src/store/memory/store.js')
 
 async function registryAccepting (...tokens: string[]) {
   const store = openMemoryStore()
