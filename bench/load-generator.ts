@@ -1,8 +1,9 @@
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
+import { endedChildrenCpuSeconds } from './processes.js'
 
 /**
  * The bench's load generators and the readings that say whether to believe them. wrk (C, one thread
@@ -43,7 +44,6 @@ export interface LoadResult {
   readonly generatorCpuShare: number
 }
 
-const CLOCK_TICKS_PER_SECOND = 100
 const WRK = '/usr/bin/wrk'
 
 /** wrk when it is installed or can be (Debian's package, as root); otherwise undefined. */
@@ -62,43 +62,6 @@ export function findWrk (): string | undefined {
     }
   }
   return existsSync(WRK) ? WRK : undefined
-}
-
-/** CPU seconds a process (all its threads) has used, from /proc. */
-export function processCpuSeconds (pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-  // After "pid (comm) ": state is field 3, utime 14 and stime 15 (1-based), so indexes 11 and 12 here.
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND
-}
-
-/**
- * CPU seconds of a process tree (PostgreSQL's postmaster and its backends, say): every live process's
- * own time plus the time of the children it has reaped, so backends that end mid-measurement still count.
- */
-export function processTreeCpuSeconds (rootPid: number): number {
-  const stats = new Map<number, string[]>()
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      stats.set(Number(entry), readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [])
-    } catch {}
-  }
-  const inTree = (pid: number): boolean => {
-    if (pid === rootPid) return true
-    const parent = Number(stats.get(pid)?.[1])
-    return parent > 1 && inTree(parent)
-  }
-  let ticks = 0
-  for (const [pid, fields] of stats) {
-    if (inTree(pid)) ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])
-  }
-  return ticks / CLOCK_TICKS_PER_SECOND
-}
-
-/** CPU seconds of this process's children that have ended (the kernel adds them when they are reaped). */
-function endedChildrenCpuSeconds (): number {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ') ?? []
-  return (Number(fields[13]) + Number(fields[14])) / CLOCK_TICKS_PER_SECOND
 }
 
 function pathOf (spec: LoadSpec): string {

@@ -1,0 +1,170 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pg from 'pg'
+import { startEmbeddedPostgres, type PostgresServer } from '../scripts/embedded-postgres.js'
+import type { Row, Sample } from './figures.js'
+import { loadGenerator, preloadedTagOf, type Load, type LoadGenerator } from './load-generator.js'
+import {
+  ROOT, ServerProcesses, minorPageFaults, pinProcess, processCpuSeconds, processTreeCpuSeconds, rssMb, serverNodeFlags, serverPid,
+  type Target
+} from './processes.js'
+
+/**
+ * What every part of the bench shares: the run's rounds and their length, the load generator, the
+ * processes, the embedded PostgreSQL, one measurement, the preload, and the machine a run describes.
+ */
+
+export const CONNECTIONS = 50
+export const PRELOADED = 2000
+export const LOADS: readonly Load[] = ['post', 'get', 'list']
+/** The rounds of a part whose ratios are medians of per-round ratios (updates, webhooks): more than the others have. */
+export const PAIRED_ROUNDS = 9
+
+export interface HarnessOptions {
+  /** `--quick`: one round of 1 s, a smoke run. */
+  readonly quick: boolean
+  /** `--baseline-dist`: the root of another build, whose dist/server.js the observability part measures too. */
+  readonly releaseRoot?: string | undefined
+}
+
+/** One part of the bench: its measurements, and the rows of a results file that are its own. */
+export interface Part {
+  readonly name: string
+  /** Whether a row is this part's, told by the reference its ratios are against. */
+  readonly owns: (row: { against?: string }) => boolean
+  readonly compare: (harness: Harness) => Promise<Row[]>
+  /** The rounds recorded with a run of some parts only, where they are not the harness's. */
+  readonly rounds?: (harness: Harness) => number
+  /** Whether its rows are the results' chart. */
+  readonly charted?: boolean
+}
+
+export type Machine = ReturnType<Harness['machine']>
+
+export class Harness {
+  readonly quick: boolean
+  readonly releaseRoot: string | undefined
+  readonly rounds: number
+  readonly durationSeconds: number
+  /** Servers on CPU 0 and the load generator on CPU 1, where `taskset` and two CPUs are. */
+  readonly pinning: boolean
+  readonly generator: LoadGenerator
+  readonly workFolder: string
+  readonly servers: ServerProcesses
+  #postgres: PostgresServer | undefined
+
+  constructor (options: HarnessOptions) {
+    this.quick = options.quick
+    this.releaseRoot = options.releaseRoot
+    this.rounds = this.roundsOf(5)
+    this.durationSeconds = this.quick ? 1 : 4
+    this.pinning = existsSync('/usr/bin/taskset') && cpus().length >= 2
+    if (this.pinning) pinProcess(process.pid, 1)
+    this.generator = loadGenerator(this.pinning ? 1 : undefined)
+    this.workFolder = mkdtempSync(join(tmpdir(), 'plantstore-bench-'))
+    this.servers = new ServerProcesses(this.workFolder, this.pinning)
+  }
+
+  /** A part's rounds: `full` in a full run, one in a quick one. */
+  roundsOf (full: number): number {
+    return this.quick ? 1 : full
+  }
+
+  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint): Promise<Sample> {
+    const pid = serverPid(target) as number
+    let peakRss = 0
+    const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
+    const serverCpuBefore = processCpuSeconds(pid)
+    const pageFaultsBefore = minorPageFaults(pid)
+    const databaseCpuBefore = target.name.startsWith('postgres') ? this.#postgresCpuSeconds() : 0
+    const firstNewId = target.nextId
+    target.nextId += 100_000_000n
+    const result = await this.generator.run({
+      url: target.url,
+      token: target.token,
+      load,
+      connections: CONNECTIONS,
+      seconds,
+      firstNewId,
+      preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),
+      ...(deepAfter === undefined ? {} : { after: deepAfter })
+    })
+    const serverCpu = processCpuSeconds(pid) - serverCpuBefore
+    const pageFaults = minorPageFaults(pid) - pageFaultsBefore
+    const databaseCpu = target.name.startsWith('postgres') ? this.#postgresCpuSeconds() - databaseCpuBefore : 0
+    clearInterval(sampler)
+    peakRss = Math.max(peakRss, rssMb(pid))
+    return {
+      rps: result.requests / result.seconds,
+      p50: result.p50Ms,
+      p99: result.p99Ms,
+      rssMb: Math.round(peakRss),
+      errors: result.errors,
+      serverCpuUs: serverCpu / result.requests * 1e6,
+      databaseCpuUs: databaseCpu / result.requests * 1e6,
+      generatorCpuShare: result.generatorCpuShare,
+      requests: result.requests,
+      pageFaultsPerRequest: pageFaults / result.requests
+    }
+  }
+
+  logSample (round: number, key: string, sample: Sample): void {
+    process.stderr.write(`round ${round} ${key}: ${Math.round(sample.rps)} req/s, p99 ${sample.p99} ms, ` +
+      `server ${sample.serverCpuUs.toFixed(1)} µs/req, ${this.generator.name} ${Math.round(sample.generatorCpuShare * 100)} % of a core\n`)
+  }
+
+  /** Creates plants 1 to `count`, each with its `preloadedTagOf` tag. */
+  async preload (target: Target, count: number): Promise<void> {
+    const ids = Array.from({ length: count }, (_, index) => BigInt(index + 1))
+    for (let start = 0; start < ids.length; start += CONNECTIONS) {
+      await Promise.all(ids.slice(start, start + CONNECTIONS).map(async (id) => {
+        const response = await fetch(`${target.url}/plants`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
+          body: `{"id":${id},"name":"plant ${id}","tag":"${preloadedTagOf(id)}"}`
+        })
+        if (response.status !== 200) throw new Error(`${target.name}: preload answered ${response.status}`)
+      }))
+    }
+    target.preloadedIds = ids
+  }
+
+  /** A new database on the run's embedded PostgreSQL (started on first use, on the servers' CPU): its URL. */
+  async postgresDatabase (): Promise<string> {
+    this.#postgres ??= await startEmbeddedPostgres()
+    const pid = this.#postgres.pid()
+    if (this.pinning && pid !== undefined) pinProcess(pid, 0)
+    const name = `bench_${Date.now()}`
+    const admin = new pg.Client({ connectionString: this.#postgres.adminUrl })
+    await admin.connect()
+    await admin.query(`CREATE DATABASE ${name}`)
+    await admin.end()
+    return this.#postgres.adminUrl.replace(/\/postgres$/, `/${name}`)
+  }
+
+  machine () {
+    return {
+      node: process.version,
+      cpus: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}`,
+      pinned: this.pinning ? 'servers on CPU 0, load generator on CPU 1' : 'not pinned (no taskset)',
+      date: new Date().toISOString(),
+      loadGenerator: this.generator.name,
+      serverNodeFlags: serverNodeFlags(ROOT).join(' '),
+      connections: CONNECTIONS,
+      rounds: this.rounds,
+      durationSeconds: this.durationSeconds
+    }
+  }
+
+  async cleanUp (): Promise<void> {
+    this.servers.killAll()
+    await this.#postgres?.destroy()
+    rmSync(this.workFolder, { recursive: true, force: true })
+  }
+
+  #postgresCpuSeconds (): number {
+    const pid = this.#postgres?.pid()
+    return pid === undefined ? 0 : processTreeCpuSeconds(pid)
+  }
+}
