@@ -1,0 +1,151 @@
+/**
+ * Runs the examples of docs/api.md, the way doctest runs a Python manual. Each ```http request block
+ * is sent, in page order, to one server listening on a socket over one fresh SQLite file, and its answer
+ * is compared with the ```http response block after it: the status line, each header the page shows
+ * (only those), and the body (as JSON when the answer is JSON, else as text; a body shown as `…` is not
+ * compared, and a response shown without a body must have none).
+ *
+ * `$NAME` is a placeholder. `$TOKEN` and `$ADMIN_TOKEN` are the tokens configured below. In an answer,
+ * a `$NAME` not seen before stands for any value (an id, a time, a secret the server makes) and keeps
+ * it under that name; everywhere else `$NAME` is the value it holds.
+ */
+import { readFileSync } from 'node:fs'
+import { Agent, request } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { DEFAULT_WEBHOOK_CONFIG } from '../../src/config.js'
+import { parseExactJson } from '../../src/http/exact-json.js'
+import { backends, buildTestApp } from '../helper.js'
+import { httpExamplesOf, type HttpMessage } from './http-examples.js'
+
+const PAGE = 'docs/api.md'
+const PLANTS_TOKEN = 'api-examples-gardener-token'
+const ADMIN_TOKEN = 'api-examples-ops-token'
+/** The server the page describes: BODY_LIMIT=128, WEBHOOK_DELIVERY=false, these PLANTSTORE_TOKENS. */
+const SERVER_TOKENS = [`name=gardener;scopes=plants:read+plants:write;${PLANTS_TOKEN}`, `name=ops;scopes=admin;${ADMIN_TOKEN}`]
+const SERVER_CONFIG = { bodyLimit: 128, webhooks: { ...DEFAULT_WEBHOOK_CONFIG, deliver: false } }
+const NOT_COMPARED = '…'
+const PLACEHOLDER = /\$([A-Z][A-Z0-9_]*)/
+
+type Values = Map<string, string>
+
+interface Answer {
+  readonly statusLine: string
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>
+  readonly body: string
+}
+
+describe(PAGE, () => {
+  it('answers every example as the page shows it, in page order, on one fresh SQLite store', async () => {
+    const examples = httpExamplesOf(PAGE, readFileSync(PAGE, 'utf8'))
+    const sqlite = backends.find((backend) => backend.name === 'sqlite')
+    if (sqlite === undefined) throw new Error('test/helper.ts has no sqlite backend')
+    const app = await buildTestApp({ store: await sqlite.open(), tokens: SERVER_TOKENS, config: SERVER_CONFIG })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as AddressInfo
+    const values: Values = new Map([['TOKEN', PLANTS_TOKEN], ['ADMIN_TOKEN', ADMIN_TOKEN]])
+    // Keep-alive, as most clients: a `Connection: close` shown on a page is then the server's own doing.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    onTestFinished(() => agent.destroy())
+
+    expect(examples.length).toBeGreaterThan(0)
+    for (const { request: shownRequest, response: shown } of examples) {
+      const answer = await send(agent, port, shownRequest, values)
+      const actual = {
+        statusLine: answer.statusLine,
+        headers: Object.fromEntries(shown.headers.map(([name]) => [name, headerText(answer.headers[name.toLowerCase()])])),
+        body: shown.body === NOT_COMPARED ? NOT_COMPARED : bodyOf(answer)
+      }
+      const expected = {
+        statusLine: shown.startLine,
+        headers: Object.fromEntries(shown.headers.map(([name, value]) => [name, fill(value, actual.headers[name], values)])),
+        body: shown.body === NOT_COMPARED ? NOT_COMPARED : fillBody(shown, actual.body, values)
+      }
+      expect.soft(actual, `${PAGE}:${shownRequest.line} ${shownRequest.startLine}`).toEqual(expected)
+    }
+  }, 60_000)
+})
+
+/** Sends a request as the page shows it, its placeholders filled in, plus Host, Content-Length and Connection. */
+async function send (agent: Agent, port: number, shown: HttpMessage, values: Values): Promise<Answer> {
+  const [method, target] = shown.startLine.split(' ')
+  if (method === undefined || target === undefined) throw new Error(`${PAGE}:${shown.line}: not a request line: ${shown.startLine}`)
+  const body = substitute(shown.body, values, shown.line)
+  const headers: Record<string, string> = {}
+  for (const [name, value] of shown.headers) headers[name] = substitute(value, values, shown.line)
+  if (body !== '') headers['Content-Length'] = String(Buffer.byteLength(body))
+  return await new Promise((resolve, reject) => {
+    const outgoing = request({ host: '127.0.0.1', port, method, path: substitute(target, values, shown.line), headers, agent }, (incoming) => {
+      let text = ''
+      incoming.setEncoding('utf8')
+      incoming.on('data', (chunk: string) => { text += chunk })
+      incoming.on('end', () => resolve({ statusLine: `HTTP/1.1 ${incoming.statusCode} ${incoming.statusMessage}`, headers: incoming.headers, body: text }))
+      incoming.on('error', reject)
+    })
+    outgoing.on('error', reject)
+    outgoing.end(body)
+  })
+}
+
+function substitute (text: string, values: Values, line: number): string {
+  return text.replace(new RegExp(PLACEHOLDER, 'g'), (_placeholder, name: string) => {
+    const value = values.get(name)
+    if (value === undefined) throw new Error(`${PAGE}:${line}: $${name} is used before an answer gives it a value`)
+    return value
+  })
+}
+
+function headerText (value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value
+}
+
+/** The answer's body as the page compares it: a JSON value when it is JSON (integers kept exact), else its text. */
+function bodyOf (answer: Answer): unknown {
+  const isJson = /^application\/([a-z.+-]+\+)?json\b/.test(headerText(answer.headers['content-type']) ?? '')
+  return isJson && answer.body !== '' ? parseExactJson(answer.body) : answer.body
+}
+
+function fillBody (shown: HttpMessage, actual: unknown, values: Values): unknown {
+  if (typeof actual === 'string' || shown.body === '') return fill(shown.body, actual, values)
+  let template: unknown
+  try {
+    template = parseExactJson(shown.body)
+  } catch (error) {
+    throw new Error(`${PAGE}:${shown.line}: the answer is JSON, but the body shown is not: ${String(error)}`)
+  }
+  return fillJson(template, actual, values)
+}
+
+function fillJson (template: unknown, actual: unknown, values: Values): unknown {
+  if (typeof template === 'string') return fill(template, actual, values)
+  if (Array.isArray(template)) return template.map((item, index) => fillJson(item, Array.isArray(actual) ? actual[index] : undefined, values))
+  if (template === null || typeof template !== 'object') return template
+  const fields = actual !== null && typeof actual === 'object' ? actual as Record<string, unknown> : {}
+  return Object.fromEntries(Object.entries(template).map(([key, value]) => [key, fillJson(value, fields[key], values)]))
+}
+
+/**
+ * The shown text with its placeholders filled in from `actual` when `actual` matches it (keeping the
+ * values of the new ones), else the shown text itself, so that the comparison fails and shows both.
+ */
+function fill (shown: string, actual: unknown, values: Values): string {
+  if (!PLACEHOLDER.test(shown) || typeof actual !== 'string') return shown
+  const parts = shown.split(PLACEHOLDER)
+  const captured: string[] = []
+  const pattern = parts.map((part, index) => {
+    if (index % 2 === 0) return escapeRegExp(part)
+    const known = values.get(part)
+    if (known !== undefined) return escapeRegExp(known)
+    if (captured.includes(part)) return `\\${captured.indexOf(part) + 1}`
+    captured.push(part)
+    return '(.+?)'
+  }).join('')
+  const match = new RegExp(`^${pattern}$`, 's').exec(actual)
+  if (match === null) return shown
+  captured.forEach((name, index) => values.set(name, match[index + 1] as string))
+  return actual
+}
+
+function escapeRegExp (text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}
