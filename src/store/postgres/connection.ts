@@ -1,0 +1,193 @@
+import pg from 'pg'
+import { latestVersion, SchemaTooNewError } from '../migrations/migration.js'
+import { postgresMigrations } from './migrations.js'
+import { StoreUnavailableError, type PoolUsage } from '../plant-store.js'
+
+export interface PostgresConnectionOptions {
+  /** Connections this instance may hold; instances × poolSize must stay below max_connections. */
+  readonly poolSize: number
+  /** How long to wait for a connection (new or from the pool) before the request gets a 503. */
+  readonly connectTimeoutMs: number
+  /** Server-side statement_timeout; the client gives up a second later if the server is silent. */
+  readonly statementTimeoutMs: number
+}
+
+/**
+ * The pool as the sub-stores use it. Every statement and transaction first brings the schema up to
+ * date (once), and an outage reaches the caller as a StoreUnavailableError.
+ */
+export interface PostgresConnection {
+  query<Row extends pg.QueryResultRow> (config: pg.QueryConfig): Promise<pg.QueryResult<Row>>
+  /** `work` in one transaction on one pooled client, opened with `begin`. */
+  transaction<T> (work: (client: pg.PoolClient) => Promise<T>, begin?: string): Promise<T>
+  /**
+   * `work` in one transaction, run again (three runs at most) while it fails on a serialization failure
+   * or a deadlock. It rejects only with a StoreUnavailableError: nothing of it committed, so whatever
+   * asked for it may be retried as it is (a 503). `what` names it in the error's message.
+   */
+  retriedTransaction<T> (what: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T>
+  ping (): Promise<void>
+  poolUsage (): PoolUsage
+  close (): Promise<void>
+}
+
+const INT8_OID = 20
+/** Serializes schema changes of concurrently starting instances (an arbitrary, fixed key). */
+const MIGRATION_LOCK_KEY = '7243190561180520497'
+const MIGRATIONS_TABLE = `
+  CREATE TABLE IF NOT EXISTS plantstore_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+  )`
+/** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): the whole transaction may simply run again. */
+const RETRYABLE_SQLSTATE = /^40(001|P01)$/
+const TRANSACTION_ATTEMPTS = 3
+/** SQLSTATE classes that mean "not now": connection exceptions, insufficient resources, operator intervention. */
+const TRANSIENT_SQLSTATE = /^(08|53|57)/
+
+/**
+ * A node-postgres pool whose BIGINT columns are parsed to `bigint`, never through a double.
+ *
+ * It opens even while the database is down: the schema is brought up to date by the first operation
+ * that reaches the database, and every operation until then is a StoreUnavailableError.
+ */
+export async function openPostgresConnection (connectionString: string, options: PostgresConnectionOptions): Promise<PostgresConnection> {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: options.statementTimeoutMs,
+    query_timeout: options.statementTimeoutMs + 1000,
+    application_name: 'plantstore',
+    keepAlive: true,
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+        oid === INT8_OID && format !== 'binary'
+          ? (text: string) => BigInt(text)
+          : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser
+    }
+  })
+  // An idle connection that the server drops emits here; the pool replaces it, and the next query
+  // that cannot get a connection reports the outage to its own request.
+  pool.on('error', () => {})
+
+  let schemaReady: Promise<void> | undefined
+  const ensureSchema = (): Promise<void> => {
+    schemaReady ??= migrate(pool).catch((error: unknown) => {
+      const failure = asStoreError(error)
+      if (failure instanceof StoreUnavailableError) schemaReady = undefined
+      throw failure
+    })
+    return schemaReady
+  }
+
+  const connection: PostgresConnection = {
+    async query<Row extends pg.QueryResultRow> (config: pg.QueryConfig) {
+      await ensureSchema()
+      try {
+        return await pool.query<Row>(config)
+      } catch (error) {
+        throw asStoreError(error)
+      }
+    },
+    async transaction (work, begin) {
+      await ensureSchema()
+      try {
+        return await inTransaction(pool, work, begin)
+      } catch (error) {
+        throw asStoreError(error)
+      }
+    },
+    async retriedTransaction (what, work) {
+      await ensureSchema()
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await inTransaction(pool, work)
+        } catch (error) {
+          const code = (error as { code?: unknown }).code
+          if (attempt === TRANSACTION_ATTEMPTS || typeof code !== 'string' || !RETRYABLE_SQLSTATE.test(code)) {
+            const failure = asStoreError(error)
+            throw failure instanceof StoreUnavailableError
+              ? failure
+              : new StoreUnavailableError(`the ${what} did not commit (${(error as Error).message})`, { cause: error })
+          }
+        }
+      }
+    },
+    async ping () {
+      try {
+        await connection.query({ text: 'SELECT 1' })
+      } catch (error) {
+        throw error instanceof StoreUnavailableError
+          ? error
+          : new StoreUnavailableError(`PostgreSQL cannot be queried (${(error as Error).message})`, { cause: error })
+      }
+    },
+    poolUsage: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize }),
+    close: () => pool.end()
+  }
+
+  try {
+    await ensureSchema()
+  } catch (error) {
+    if (!(error instanceof StoreUnavailableError)) {
+      await pool.end()
+      throw error
+    }
+  }
+  return connection
+}
+
+/** The connection dropping under a checked-out client is reported by its pending query; without a listener it would crash the process. */
+const ignoreClientError = () => {}
+
+async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+  const client = await pool.connect()
+  client.on('error', ignoreClientError)
+  let failure: unknown
+  try {
+    await client.query(begin)
+    const result = await work(client)
+    await client.query('COMMIT')
+    return result
+  } catch (error) {
+    failure = error
+    await client.query('ROLLBACK').catch(() => {})
+    throw error
+  } finally {
+    client.off('error', ignoreClientError)
+    // A client whose transaction failed may hold a broken connection: destroy it rather than reuse it.
+    client.release(failure !== undefined)
+  }
+}
+
+function asStoreError (error: unknown): unknown {
+  if (error instanceof SchemaTooNewError || error instanceof StoreUnavailableError) return error
+  if (error instanceof TypeError || error instanceof RangeError) return error
+  const code = (error as { code?: unknown }).code
+  const isSqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
+  // Without a SQLSTATE the error is the connection's own: refused, reset, timed out, terminated.
+  if (!isSqlState || TRANSIENT_SQLSTATE.test(code)) {
+    return new StoreUnavailableError(`PostgreSQL is unavailable (${isSqlState ? code : (error as Error).message})`, { cause: error })
+  }
+  return error
+}
+
+/** Applies the migrations this database has not seen, under an advisory lock that other starting instances wait for. */
+async function migrate (pool: pg.Pool): Promise<void> {
+  const known = latestVersion(postgresMigrations)
+  await inTransaction(pool, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
+    await client.query(MIGRATIONS_TABLE)
+    const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM plantstore_migrations')
+    const current = rows[0]?.version ?? 0
+    if (current > known) throw new SchemaTooNewError(current, known)
+    for (const migration of postgresMigrations) {
+      if (migration.version <= current) continue
+      await client.query(migration.sql)
+      await client.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
+    }
+  })
+}

@@ -1,0 +1,145 @@
+import type pg from 'pg'
+import {
+  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, OUTBOX_COLUMNS, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
+  subscriptionStatusOfRow, type AttemptRow, type OutboxRow, type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow,
+  type WebhookStore
+} from '../webhook-store.js'
+import type { PostgresConnection } from './connection.js'
+
+const CLAIM_OUTBOX = {
+  name: 'plantstore-claim-outbox',
+  text: `WITH due AS (
+           SELECT o.id FROM webhook_outbox o
+           WHERE o.failed_at IS NULL AND o.next_attempt_at <= $1 AND o.lease_until <= $1
+             AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = o.subscription_id AND s.disabled_at IS NULL)
+             AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
+                             AND e.id < o.id AND e.failed_at IS NULL)
+           ORDER BY o.next_attempt_at, o.id LIMIT $2
+           FOR UPDATE OF o SKIP LOCKED)
+         UPDATE webhook_outbox o SET lease_until = $3, lease_owner = $4
+         FROM due, webhook_subscriptions s
+         WHERE o.id = due.id AND s.id = o.subscription_id
+         RETURNING ${OUTBOX_COLUMNS.split(', ').map((column) => `o.${column}`).join(', ')}, s.url, s.secret`
+}
+const RECORD_ATTEMPTS = {
+  name: 'plantstore-record-attempts',
+  text: `INSERT INTO webhook_attempts (subscription_id, event_id, event_type, attempt, status_code, error, at)
+         SELECT a.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::bigint[])
+           AS a (subscription_id, event_id, event_type, attempt, status_code, error, at)
+         WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = a.subscription_id)`
+}
+const SETTLE_DELIVERED = {
+  name: 'plantstore-settle-delivered',
+  text: `WITH done AS (DELETE FROM webhook_outbox WHERE id = ANY($1::bigint[]) AND lease_owner = $2 RETURNING subscription_id)
+         UPDATE webhook_subscriptions s SET delivered = s.delivered + counted.n
+         FROM (SELECT subscription_id, count(*) AS n FROM done GROUP BY subscription_id) counted
+         WHERE s.id = counted.subscription_id`
+}
+
+/** Webhook subscriptions and their outbox. Several instances share the outbox: see `claim`. */
+export function postgresWebhookStore (connection: PostgresConnection): WebhookStore {
+  return {
+    async createSubscription (subscription) {
+      await connection.query({
+        text: 'INSERT INTO webhook_subscriptions (id, url, events, secret, created_at) VALUES ($1, $2, $3, $4, $5)',
+        values: [subscription.id, subscription.url, subscription.events.join(' '), subscription.storedSecret, subscription.createdAt]
+      })
+    },
+    async listSubscriptions () {
+      const { rows } = await connection.query<SubscriptionRow>({ text: `SELECT ${SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY created_at DESC, id DESC` })
+      return rows.map(subscriptionOfRow)
+    },
+    async getSubscription (id) {
+      const { rows } = await connection.query<SubscriptionStatusRow & { pending: bigint }>({
+        text: `SELECT ${SUBSCRIPTION_STATUS_COLUMNS},
+                 (SELECT count(*) FROM webhook_outbox o WHERE o.subscription_id = s.id AND o.failed_at IS NULL) AS pending
+               FROM webhook_subscriptions s WHERE id = $1`,
+        values: [id]
+      })
+      const row = rows[0]
+      return row === undefined ? undefined : subscriptionStatusOfRow(row, row.pending)
+    },
+    deleteSubscription (id) {
+      return connection.transaction(async (client) => {
+        await client.query('DELETE FROM webhook_outbox WHERE subscription_id = $1', [id])
+        await client.query('DELETE FROM webhook_attempts WHERE subscription_id = $1', [id])
+        const { rowCount } = await client.query('DELETE FROM webhook_subscriptions WHERE id = $1', [id])
+        return rowCount === 1
+      })
+    },
+    async listAttempts (subscriptionId, { after, limit }) {
+      const { rows } = await connection.query<AttemptRow>(after === undefined
+        ? { text: `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = $1 ORDER BY id DESC LIMIT $2`, values: [subscriptionId, limit + 1] }
+        : { text: `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, values: [subscriptionId, after.toString(), limit + 1] })
+      return attemptPageOf(rows, limit)
+    },
+    async claim ({ owner, now, leaseMs, limit }) {
+      const { rows } = await connection.query<OutboxRow & { url: string, secret: string }>({ ...CLAIM_OUTBOX, values: [now, limit, now + leaseMs, owner] })
+      return claimedDeliveries(rows, new Map(rows.map((row) => [row.subscription_id, row])))
+    },
+    async settle (owner, attempts) {
+      if (attempts.length === 0) return
+      await connection.transaction(async (client) => {
+        await client.query({
+          ...RECORD_ATTEMPTS,
+          values: [
+            attempts.map((attempt) => attempt.delivery.subscriptionId),
+            attempts.map((attempt) => attempt.delivery.eventId),
+            attempts.map((attempt) => attempt.delivery.type),
+            attempts.map((attempt) => attempt.delivery.attempts + 1),
+            attempts.map((attempt) => attempt.statusCode ?? null),
+            attempts.map((attempt) => attempt.error ?? null),
+            attempts.map((attempt) => attempt.at)
+          ]
+        })
+        const delivered = attempts.filter((attempt) => attempt.result === 'delivered').map((attempt) => attempt.delivery.id.toString())
+        if (delivered.length > 0) await client.query({ ...SETTLE_DELIVERED, values: [delivered, owner] })
+        for (const attempt of attempts) if (attempt.result !== 'delivered') await settleUndelivered(client, owner, attempt)
+      })
+    },
+    async pruneAttempts (before) {
+      const { rowCount } = await connection.query({ text: 'DELETE FROM webhook_attempts WHERE at < $1', values: [before] })
+      return rowCount ?? 0
+    },
+    async backlog () {
+      const { rows } = await connection.query<{ pending: bigint, oldest: bigint | null }>({
+        text: 'SELECT count(*) AS pending, min(created_at) AS oldest FROM webhook_outbox WHERE failed_at IS NULL'
+      })
+      const { pending = 0n, oldest = null } = rows[0] ?? {}
+      return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
+    },
+    async storedSecrets () {
+      const { rows } = await connection.query<{ id: string, secret: string }>({ text: 'SELECT id, secret FROM webhook_subscriptions' })
+      return rows.map((row) => ({ id: row.id, storedSecret: row.secret }))
+    }
+  }
+}
+
+/** A retry, a failure or a 410 of one outbox row, unless its lease went to another instance meanwhile. */
+async function settleUndelivered (client: pg.PoolClient, owner: string, attempt: SettledAttempt): Promise<void> {
+  const { delivery, at } = attempt
+  const message = attempt.error ?? `HTTP ${attempt.statusCode}`
+  if (attempt.result === 'retry') {
+    const { rowCount } = await client.query(
+      'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1, lease_until = 0, lease_owner = NULL WHERE id = $2 AND lease_owner = $3',
+      [attempt.nextAttemptAt, delivery.id.toString(), owner])
+    if (rowCount === 1) await client.query('UPDATE webhook_subscriptions SET last_error = $1, last_error_at = $2 WHERE id = $3', [message, at, delivery.subscriptionId])
+    return
+  }
+  const { rowCount } = await client.query(
+    'UPDATE webhook_outbox SET attempts = attempts + 1, failed_at = $1, lease_until = 0, lease_owner = NULL WHERE id = $2 AND lease_owner = $3',
+    [at, delivery.id.toString(), owner])
+  if (rowCount !== 1) return
+  let failures = 1
+  if (attempt.result === 'gone') {
+    const disabled = await client.query(
+      'UPDATE webhook_subscriptions SET disabled_at = $1, disabled_reason = $2 WHERE id = $3 AND disabled_at IS NULL',
+      [at, 'the receiver answered 410 Gone', delivery.subscriptionId])
+    if (disabled.rowCount === 1) {
+      const dropped = await client.query('UPDATE webhook_outbox SET failed_at = $1 WHERE subscription_id = $2 AND failed_at IS NULL', [at, delivery.subscriptionId])
+      failures += dropped.rowCount ?? 0
+    }
+  }
+  await client.query('UPDATE webhook_subscriptions SET last_error = $1, last_error_at = $2, failed = failed + $3 WHERE id = $4',
+    [message, at, failures, delivery.subscriptionId])
+}

@@ -1,0 +1,183 @@
+import type pg from 'pg'
+import { GroupCommit, RUN_AGAIN } from '../group-commit.js'
+import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from '../write-operations.js'
+import { deletedPlantBody, newEventId, type WebhookEventType } from '../webhook-store.js'
+import { outcomeOfMeeting, plantJson, recordOfRow, samePlant, type PlantRecord, type PlantRow } from '../plant-store.js'
+import type { PostgresConnection } from './connection.js'
+
+// One round trip for all of a batch's creates, one for the stored rows they met; for its changes, one
+// that locks their rows, then one per kind of write they make. Ids are sorted so concurrent batches of
+// several instances lock rows in one order.
+/**
+ * Whether any subscription is enabled, as the statement sees it: evaluated once per statement (an
+ * InitPlan). The batch statements that return the rows a batch changes carry it, so a batch learns
+ * whether its events need the outbox statement without a round trip of its own.
+ */
+const SUBSCRIBED = '(SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)) AS subscribed'
+const INSERT_PLANTS = {
+  name: 'plantstore-insert-plants',
+  text: `INSERT INTO plants (id, name, tag)
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ORDER BY 1
+         ON CONFLICT (id) DO NOTHING RETURNING id, ${SUBSCRIBED}`
+}
+const SELECT_PLANTS = { name: 'plantstore-select-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
+const LOCK_PLANTS = {
+  name: 'plantstore-lock-plants',
+  text: `SELECT id, name, tag, ${SUBSCRIBED} FROM plants WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE OF plants`
+}
+const UPDATE_PLANTS = {
+  name: 'plantstore-update-plants',
+  text: `UPDATE plants SET name = changed.name, tag = changed.tag
+         FROM unnest($1::bigint[], $2::text[], $3::text[]) AS changed (id, name, tag)
+         WHERE plants.id = changed.id`
+}
+const DELETE_PLANTS = { name: 'plantstore-delete-plants', text: 'DELETE FROM plants WHERE id = ANY($1::bigint[])' }
+const INSERT_OUTBOX = {
+  name: 'plantstore-insert-outbox',
+  text: `INSERT INTO webhook_outbox (subscription_id, event_id, event_type, plant_id, body, created_at, next_attempt_at)
+         SELECT s.id, e.event_id, e.event_type, e.plant_id, e.body, $5, $5
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS e (event_id, event_type, plant_id, body, n)
+         JOIN webhook_subscriptions s ON s.disabled_at IS NULL AND position(' ' || e.event_type || ' ' in ' ' || s.events || ' ') > 0
+         ORDER BY e.n, s.id`
+}
+const MAX_BATCH_SIZE = 500
+
+type BatchResults = Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>
+
+/**
+ * The plant writes, group-committed: the creates and changes that arrive while a batch commits go
+ * together in the next transaction, and every caller is answered only after COMMIT returned (with the
+ * server's default synchronous_commit, the WAL is flushed).
+ */
+export function postgresGroupCommit (connection: PostgresConnection, onBatchCommitted: ((size: number) => void) | undefined): GroupCommit {
+  return new GroupCommit(
+    (operations) => connection.retriedTransaction('write batch', (client) => writeBatch(client, operations)),
+    { backend: 'postgres', maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted })
+}
+
+/**
+ * Runs one batch (its ids repeat only among creates; see GroupCommit) and works out each operation's
+ * result. It first locks the rows its changes name (in id order) and decides them (decideChange), then
+ * writes every new row, its creates' and its changes', in one id-ordered INSERT, then updates and
+ * deletes rows it holds locked. After the first statement a batch waits only for other transactions'
+ * uncommitted inserts, met in id order, so the batches of several instances cannot deadlock.
+ */
+async function writeBatch (client: pg.PoolClient, operations: readonly WriteOperation[]): Promise<Array<WriteOutcome | typeof RUN_AGAIN>> {
+  const creates: CreateOperation[] = []
+  const changes: ChangeOperation[] = []
+  for (const operation of operations) {
+    if (operation.kind === 'create') creates.push(operation)
+    else changes.push(operation)
+  }
+  const results: BatchResults = new Map()
+  const decided = await lockAndDecide(client, changes, results)
+  const firstCreateById = new Map<bigint, PlantRecord>()
+  for (const { plant } of creates) if (!firstCreateById.has(plant.id)) firstCreateById.set(plant.id, plant)
+  const newRows = [...firstCreateById.values(), ...decided.toInsert]
+  const { inserted, subscribed } = newRows.length === 0 ? { inserted: new Set<bigint>(), subscribed: false } : await insertPlants(client, newRows)
+  // A change that meant to create a row a concurrent transaction inserted first settles in a later batch.
+  for (const [id, change] of decided.inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
+  await settleCreates(client, creates, firstCreateById, inserted, results)
+  if (decided.toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(decided.toUpdate) })
+  if (decided.toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [decided.toDelete.map(String)] })
+  // Every event's row came back from one of the two statements, so their flags cover all of them.
+  if (decided.subscribed || subscribed) {
+    await recordEvents(client, [
+      ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+      ...decided.toInsert.filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+      ...decided.toUpdate.map((plant) => plantEvent('plant.updated', plant)),
+      ...decided.toDelete.map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) }))
+    ])
+  }
+  return operations.map((operation) => {
+    const result = results.get(operation)
+    if (result === undefined) throw new Error('a write batch left an operation without a result')
+    return result
+  })
+}
+
+interface DecidedChanges {
+  /** Whether a subscription was enabled when the rows were locked (false when no row was). */
+  readonly subscribed: boolean
+  readonly toInsert: PlantRecord[]
+  readonly toUpdate: PlantRecord[]
+  readonly toDelete: bigint[]
+  /** The change behind each row of `toInsert`, by id. */
+  readonly inserting: Map<bigint, ChangeOperation>
+}
+
+/** Locks the rows of the changes' ids and decides each change on its row; writes nothing yet. */
+async function lockAndDecide (client: pg.PoolClient, changes: readonly ChangeOperation[], results: BatchResults): Promise<DecidedChanges> {
+  if (changes.length === 0) return { subscribed: false, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
+  const ids = changes.map(idOf)
+  const locked = await client.query<PlantRow & { subscribed: boolean }>({ ...LOCK_PLANTS, values: [ids.map(String)] })
+  const decided: DecidedChanges = { subscribed: locked.rows[0]?.subscribed === true, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
+  const current = new Map(locked.rows.map((row) => [row.id, recordOfRow(row)]))
+  changes.forEach((change, index) => {
+    const id = ids[index] as bigint
+    const before = current.get(id)
+    const { outcome, after } = decideChange(change, before)
+    results.set(change, outcome)
+    if (before === undefined && after !== undefined) {
+      decided.toInsert.push(after)
+      decided.inserting.set(id, change)
+    } else if (before !== undefined && after === undefined) {
+      decided.toDelete.push(id)
+    } else if (before !== undefined && after !== undefined && !samePlant(before, after)) {
+      decided.toUpdate.push(after)
+    }
+  })
+  return decided
+}
+
+/** Inserts the rows whose ids are free: which ids were, and whether a subscription was enabled (false when none was inserted). */
+async function insertPlants (client: pg.PoolClient, plants: readonly PlantRecord[]): Promise<{ inserted: Set<bigint>, subscribed: boolean }> {
+  const result = await client.query<{ id: bigint, subscribed: boolean }>({ ...INSERT_PLANTS, values: columnsOf(plants) })
+  return { inserted: new Set(result.rows.map((row) => row.id)), subscribed: result.rows[0]?.subscribed === true }
+}
+
+/** Each create's result: created, or a replay of or a conflict with the row it met. */
+async function settleCreates (
+  client: pg.PoolClient,
+  creates: readonly CreateOperation[],
+  firstCreateById: ReadonlyMap<bigint, PlantRecord>,
+  inserted: ReadonlySet<bigint>,
+  results: BatchResults
+): Promise<void> {
+  const stored = new Map<bigint, PlantRecord>()
+  const met = [...firstCreateById.keys()].filter((id) => !inserted.has(id)).map(String)
+  if (met.length > 0) {
+    const found = await client.query<PlantRow>({ ...SELECT_PLANTS, values: [met] })
+    for (const row of found.rows) stored.set(row.id, recordOfRow(row))
+  }
+  for (const operation of creates) {
+    const { plant } = operation
+    const existing = inserted.has(plant.id) ? firstCreateById.get(plant.id) : stored.get(plant.id)
+    // Met a row that a concurrent delete removed before it could be read: settle it in a later batch.
+    if (existing === undefined) results.set(operation, RUN_AGAIN)
+    else results.set(operation, existing === plant ? { status: 'created', plant } : outcomeOfMeeting(existing, plant))
+  }
+}
+
+function columnsOf (plants: readonly PlantRecord[]): [string[], string[], Array<string | null>] {
+  return [plants.map((plant) => plant.id.toString()), plants.map((plant) => plant.name), plants.map((plant) => plant.tag ?? null)]
+}
+
+interface PlantEvent { readonly type: WebhookEventType, readonly plantId: bigint, readonly body: string }
+
+function plantEvent (type: WebhookEventType, plant: PlantRecord): PlantEvent {
+  return { type, plantId: plant.id, body: plantJson(plant.id, plant.name, plant.tag) }
+}
+
+/**
+ * The outbox half of the transactional outbox: one row per event and enabled subscription that wants
+ * it, in the batch's transaction, so the events commit exactly when their writes do. One statement.
+ */
+async function recordEvents (client: pg.PoolClient, events: readonly PlantEvent[]): Promise<void> {
+  if (events.length === 0) return
+  const now = Date.now()
+  await client.query({
+    ...INSERT_OUTBOX,
+    values: [events.map(newEventId), events.map((event) => event.type), events.map((event) => event.plantId.toString()), events.map((event) => event.body), now]
+  })
+}
