@@ -32,7 +32,7 @@ export interface ChangeDecision {
 /**
  * The rules of every change, given the plant the store holds under its id (locked, or otherwise safe
  * from other writers, while the decision is applied). The memory and PostgreSQL adapters apply the
- * decision; the SQLite writer thread applies the same rules to its rows (sqlite-writer.ts), and the
+ * decision; the SQLite writer thread applies the same rules to its rows (sqlite/writer-plants.ts), and the
  * store contract holds all three to the same outcomes.
  */
 export function decideChange (change: ChangeOperation, current: PlantRecord | undefined): ChangeDecision {

@@ -2,7 +2,7 @@ import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { type SqliteDatabase } from './driver.js'
 import { latestVersion, SchemaTooNewError } from '../migrations/migration.js'
-import { sqliteMigrations } from '../migrations/sqlite.js'
+import { sqliteMigrations } from './migrations.js'
 import { StoreOpenError } from '../plant-store.js'
 
 export interface SqliteConnectionOptions {
@@ -25,16 +25,36 @@ export function openSqliteDatabase (file: string, options: SqliteConnectionOptio
     throw new StoreOpenError(`DATABASE_URL: cannot open the SQLite database ${file}: ${(error as Error).message}`, { cause: error })
   }
   try {
-    db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = FULL')
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS}`)
-    db.defaultSafeIntegers(true)
+    applySettings(db, options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS)
     migrate(db)
     return db
   } catch (error) {
     db.close()
     throw error
   }
+}
+
+/**
+ * The writer thread's connection to a database `openSqliteDatabase` has opened and migrated. Durability
+ * rests on its settings: it refuses to write at all without them.
+ */
+export function openWriterConnection (file: string, busyTimeoutMs: number): SqliteDatabase {
+  const db = new Database(file)
+  applySettings(db, busyTimeoutMs)
+  if (db.pragma('journal_mode', { simple: true }) !== 'wal' || Number(db.pragma('synchronous', { simple: true })) !== SYNCHRONOUS_FULL) {
+    throw new Error('the SQLite writer could not set journal_mode=WAL and synchronous=FULL')
+  }
+  return db
+}
+
+const SYNCHRONOUS_FULL = 2
+
+/** WAL, and synchronous=FULL so that a commit has reached the disk when it returns; integers as `bigint`. */
+function applySettings (db: SqliteDatabase, busyTimeoutMs: number): void {
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = FULL')
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+  db.defaultSafeIntegers(true)
 }
 
 /**

@@ -12,7 +12,7 @@ export const SQLITE_DRIVER = Number(process.versions.node.split('.')[0]) >= 22 ?
 
 const require = createRequire(import.meta.url)
 
-/** The driver's entry file, for the SQLite writer thread to load the same release. */
+/** The driver's entry file, for another process to load the same release (the lock holder of the fault tests). */
 export const sqliteDriverPath = require.resolve(SQLITE_DRIVER)
 
 const Database = require(SQLITE_DRIVER) as typeof BetterSqlite3

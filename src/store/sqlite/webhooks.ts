@@ -1,0 +1,88 @@
+import type { SqliteDatabase } from './driver.js'
+import { asUnavailable, unlessTransient } from './transient-errors.js'
+import type { SqliteWriter } from './writer.js'
+import type { WebhookArguments, WebhookCommand, WebhookResults } from './writer-protocol.js'
+import {
+  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
+  subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
+} from '../webhook-store.js'
+
+/**
+ * Webhook subscriptions and their outbox: read on this thread's connection, written by the writer
+ * thread (its webhook commands), so that neither the dispatcher nor an admin request holds the event
+ * loop while another connection has the database locked.
+ */
+export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): WebhookStore {
+  const selectAll = db.prepare<[], SubscriptionRow>(`SELECT ${SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY created_at DESC, id DESC`)
+  const selectOne = db.prepare<[string], SubscriptionStatusRow>(`SELECT ${SUBSCRIPTION_STATUS_COLUMNS} FROM webhook_subscriptions WHERE id = ?`)
+  const countPending = db.prepare<[string], bigint>(
+    'SELECT count(*) FROM webhook_outbox WHERE subscription_id = ? AND failed_at IS NULL').pluck(true)
+  const attemptsFirst = db.prepare<[string, number], AttemptRow>(
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? ORDER BY id DESC LIMIT ?`)
+  const attemptsAfter = db.prepare<[string, bigint, number], AttemptRow>(
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? AND id < ? ORDER BY id DESC LIMIT ?`)
+  const secrets = db.prepare<[], { id: string, url: string, secret: string }>('SELECT id, url, secret FROM webhook_subscriptions')
+  const backlog = db.prepare<[], { pending: number, oldest: number | bigint | null }>(
+    'SELECT count(*) AS pending, min(created_at) AS oldest FROM webhook_outbox WHERE failed_at IS NULL')
+  // Spares the writer thread a transaction when nothing is due, which is most of the dispatcher's polls.
+  const anyDue = db.prepare<[bigint, bigint], number>(
+    'SELECT 1 FROM webhook_outbox WHERE failed_at IS NULL AND next_attempt_at <= ? AND lease_until <= ? LIMIT 1').pluck(true)
+  const command = async <Command extends WebhookCommand> (name: Command, argument: WebhookArguments[Command]): Promise<WebhookResults[Command]> => {
+    try {
+      return await writer.webhookCommand(name, argument)
+    } catch (error) {
+      throw asUnavailable(error)
+    }
+  }
+
+  return {
+    async createSubscription (subscription) {
+      await command('createSubscription', subscription)
+    },
+    async listSubscriptions () {
+      return unlessTransient(() => selectAll.all()).map(subscriptionOfRow)
+    },
+    async getSubscription (id) {
+      const row = unlessTransient(() => selectOne.get(id))
+      return row === undefined ? undefined : subscriptionStatusOfRow(row, unlessTransient(() => countPending.get(id)) ?? 0n)
+    },
+    async deleteSubscription (id) {
+      return await command('deleteSubscription', id)
+    },
+    async listAttempts (subscriptionId, { after, limit }) {
+      const rows = unlessTransient(() => after === undefined
+        ? attemptsFirst.all(subscriptionId, limit + 1)
+        : attemptsAfter.all(subscriptionId, after, limit + 1))
+      return attemptPageOf(rows, limit)
+    },
+    async claim (request): Promise<ClaimedDelivery[]> {
+      const now = BigInt(request.now)
+      if (unlessTransient(() => anyDue.get(now, now)) === undefined) return []
+      const rows = await command('claim', request)
+      if (rows.length === 0) return []
+      return claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+    },
+    async settle (owner, attempts) {
+      // Only what the writer records crosses to its thread: copying bodies, URLs and secrets there cost
+      // a fifth of the dispatcher's time (docs/benchmarks.md).
+      if (attempts.length === 0) return
+      await command('settle', {
+        owner,
+        attempts: attempts.map(({ delivery, ...outcome }) => ({
+          ...outcome,
+          delivery: { id: delivery.id, subscriptionId: delivery.subscriptionId, eventId: delivery.eventId, type: delivery.type, attempts: delivery.attempts }
+        }))
+      })
+    },
+    async pruneAttempts (before) {
+      return await command('pruneAttempts', before)
+    },
+    async backlog () {
+      const { pending, oldest } = unlessTransient(() => backlog.get()) as { pending: number, oldest: number | bigint | null }
+      return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
+    },
+    async storedSecrets () {
+      return unlessTransient(() => secrets.all()).map((row) => ({ id: row.id, storedSecret: row.secret }))
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import type { SqliteDatabase } from './driver.js'
+import type { WriteEffect } from './writer-protocol.js'
+import { plantJson, recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
+import { decideChange, idOf, type ChangeOperation, type WriteOperation } from '../write-operations.js'
+import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
+
+interface Subscriber { readonly id: string, readonly events: string }
+
+const INSERTED: WriteEffect = { inserted: true }
+
+/**
+ * The writer thread's plant writes: each batch in one transaction. What the results mean (created,
+ * replayed, conflict, stale, …) is told apart by the adapter on the main thread; a change applies the
+ * rules of `decideChange` to its row here. A write that changed a row records its event in the same
+ * transaction, one outbox row per enabled subscription that wants it.
+ */
+export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOperation[]) => WriteEffect[] {
+  const insert = db.prepare<[bigint, string, string | null]>(
+    'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
+  const select = db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?')
+  const rename = db.prepare<[string, bigint]>('UPDATE plants SET name = ? WHERE id = ?')
+  const update = db.prepare<[string, string | null, bigint]>('UPDATE plants SET name = ?, tag = ? WHERE id = ?')
+  const remove = db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?')
+  const subscriptions = db.prepare<[], Subscriber>('SELECT id, events FROM webhook_subscriptions WHERE disabled_at IS NULL')
+  const insertOutbox = db.prepare<[string, string, WebhookEventType, bigint, string, number, number]>(
+    'INSERT INTO webhook_outbox (subscription_id, event_id, event_type, plant_id, body, created_at, next_attempt_at) ' +
+    'VALUES (?, ?, ?, ?, ?, ?, ?)')
+
+  // The enabled subscriptions of the batch being written, read once per transaction.
+  let subscribers: Subscriber[] = []
+  const recordEvent = (type: WebhookEventType, id: bigint, body: string) => {
+    let eventId: string | undefined
+    const now = Date.now()
+    for (const subscriber of subscribers) {
+      if (!subscribesTo(subscriber.events, type)) continue
+      eventId ??= newEventId()
+      insertOutbox.run(subscriber.id, eventId, type, id, body, now, now)
+    }
+  }
+
+  // Writes only what changed: an update that leaves the tag alone leaves the tag index alone too.
+  const store = (before: PlantRow | undefined, after: PlantRecord) => {
+    const tag = after.tag ?? null
+    if (before === undefined) insert.run(after.id, after.name, tag)
+    else if (before.tag !== tag) update.run(after.name, tag, after.id)
+    else if (before.name !== after.name) rename.run(after.name, after.id)
+    else return
+    recordEvent(before === undefined ? 'plant.created' : 'plant.updated', after.id, plantJson(after.id, after.name, tag))
+  }
+
+  const change = (operation: ChangeOperation): WriteEffect => {
+    const id = idOf(operation)
+    const before = select.get(id)
+    const { outcome, after } = decideChange(operation, before === undefined ? undefined : recordOfRow(before))
+    if (outcome.status === 'deleted') {
+      remove.run(id)
+      recordEvent('plant.deleted', id, deletedPlantBody(id))
+    } else if (outcome.status !== 'stale' && after !== undefined) {
+      store(before, after)
+    }
+    return { before }
+  }
+
+  const create = (plant: PlantRecord): WriteEffect => {
+    const tag = plant.tag ?? null
+    if (insert.run(plant.id, plant.name, tag).changes === 1) {
+      recordEvent('plant.created', plant.id, plantJson(plant.id, plant.name, tag))
+      return INSERTED
+    }
+    return { inserted: false, existing: select.get(plant.id) }
+  }
+
+  const write = db.transaction((operations: readonly WriteOperation[]) => {
+    subscribers = subscriptions.all()
+    return operations.map((operation) => operation.kind === 'create' ? create(operation.plant) : change(operation))
+  })
+  return (operations) => write.immediate(operations)
+}

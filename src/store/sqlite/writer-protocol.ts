@@ -1,0 +1,80 @@
+/**
+ * The messages between the SQLite adapter (writer.ts, on the main thread) and its writer thread
+ * (writer-thread.ts). They cross by structured clone, so ids stay `bigint`.
+ */
+import type { PlantRow } from '../plant-store.js'
+import type { WriteOperation } from '../write-operations.js'
+import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscription, OutboxRow, SettledAttempt } from '../webhook-store.js'
+
+/** What the writer thread is started with: its `workerData`. */
+export interface WriterThreadData {
+  readonly file: string
+  readonly busyTimeoutMs: number
+}
+
+/**
+ * What the writer thread reports for one write: a create stored, or the row it met; for a change, the
+ * row its id had before it (its outcome follows from that row and `decideChange`).
+ */
+export type WriteEffect =
+  | { readonly inserted: true }
+  | { readonly inserted: false, readonly existing: PlantRow | undefined }
+  | { readonly before: PlantRow | undefined }
+
+/** The part of a claimed delivery the writer needs to record an attempt; its body, URL and secret stay behind. */
+export type SettledDelivery = Pick<ClaimedDelivery, 'id' | 'subscriptionId' | 'eventId' | 'type' | 'attempts'>
+
+export interface SettledAttemptRecord extends Omit<SettledAttempt, 'delivery'> {
+  readonly delivery: SettledDelivery
+}
+
+export interface Settlement {
+  readonly owner: string
+  readonly attempts: readonly SettledAttemptRecord[]
+}
+
+/** The webhook dispatcher's bookkeeping the writer thread runs, each command in its own transaction. */
+export interface WebhookArguments {
+  createSubscription: NewWebhookSubscription
+  /** The subscription's id. */
+  deleteSubscription: string
+  claim: ClaimRequest
+  settle: Settlement
+  /** Attempts recorded before this time are deleted. */
+  pruneAttempts: number
+}
+
+export interface WebhookResults {
+  createSubscription: void
+  /** Whether there was such a subscription. */
+  deleteSubscription: boolean
+  claim: OutboxRow[]
+  settle: void
+  /** How many attempts were deleted. */
+  pruneAttempts: number
+}
+
+export type WebhookCommand = keyof WebhookArguments
+
+export type WebhookCommands = {
+  readonly [Command in WebhookCommand]: (argument: WebhookArguments[Command]) => WebhookResults[Command]
+}
+
+export type WebhookRequest<Command extends WebhookCommand = WebhookCommand> = {
+  [Name in Command]: { readonly command: Name, readonly argument: WebhookArguments[Name] }
+}[Command]
+
+/** One batch of plant writes, committed in one transaction. */
+export interface WriteRequest {
+  readonly operations: readonly WriteOperation[]
+}
+
+/** The last message: the writer closes its connection and its thread ends. */
+export const CLOSE = 'close'
+
+export type WriterMessage = WriteRequest | WebhookRequest | typeof CLOSE
+
+/** The answer to each request, in the order of the requests (the thread handles one message at a time). */
+export type WriterReply =
+  | { readonly result: WriteEffect[] | WebhookResults[WebhookCommand] }
+  | { readonly error: { readonly code: string | undefined, readonly message: string } }

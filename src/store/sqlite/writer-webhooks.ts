@@ -1,0 +1,99 @@
+import type { SqliteDatabase } from './driver.js'
+import type { SettledAttemptRecord, Settlement, WebhookCommands } from './writer-protocol.js'
+import { OUTBOX_COLUMNS, type ClaimRequest, type NewWebhookSubscription, type OutboxRow } from '../webhook-store.js'
+
+const PRUNE_CHUNK = 1000
+
+/**
+ * The writer thread's webhook writes: subscriptions, and the dispatcher's leases and outcomes. They
+ * run there so that neither the dispatcher nor an admin request holds the event loop while another
+ * connection has the database locked.
+ */
+export function webhookWrites (db: SqliteDatabase): WebhookCommands {
+  const createSubscription = db.prepare<[string, string, string, string, number]>(
+    'INSERT INTO webhook_subscriptions (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)')
+  const deleteOutbox = db.prepare<[string]>('DELETE FROM webhook_outbox WHERE subscription_id = ?')
+  const deleteAttempts = db.prepare<[string]>('DELETE FROM webhook_attempts WHERE subscription_id = ?')
+  const deleteSubscription = db.prepare<[string]>('DELETE FROM webhook_subscriptions WHERE id = ?')
+  const claim = db.prepare<[{ owner: string, now: number, leaseUntil: number, limit: number }], OutboxRow>(`
+    UPDATE webhook_outbox SET lease_until = :leaseUntil, lease_owner = :owner
+    WHERE id IN (
+      SELECT o.id FROM webhook_outbox o JOIN webhook_subscriptions s ON s.id = o.subscription_id AND s.disabled_at IS NULL
+      WHERE o.failed_at IS NULL AND o.next_attempt_at <= :now AND o.lease_until <= :now
+        AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
+                        AND e.id < o.id AND e.failed_at IS NULL)
+      ORDER BY o.next_attempt_at, o.id LIMIT :limit)
+    RETURNING ${OUTBOX_COLUMNS}`)
+  const leased = db.prepare<[bigint, string]>('SELECT 1 FROM webhook_outbox WHERE id = ? AND lease_owner = ?').pluck()
+  const subscriptionExists = db.prepare<[string]>('SELECT 1 FROM webhook_subscriptions WHERE id = ?').pluck()
+  const delivered = db.prepare<[bigint]>('DELETE FROM webhook_outbox WHERE id = ?')
+  const countDelivered = db.prepare<[string]>('UPDATE webhook_subscriptions SET delivered = delivered + 1 WHERE id = ?')
+  const retryLater = db.prepare<[number | undefined, bigint]>(
+    'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = ?, lease_until = 0, lease_owner = NULL WHERE id = ?')
+  const failOne = db.prepare<[number, bigint]>(
+    'UPDATE webhook_outbox SET attempts = attempts + 1, failed_at = ?, lease_until = 0, lease_owner = NULL WHERE id = ?')
+  const failPending = db.prepare<[number, string]>(
+    'UPDATE webhook_outbox SET failed_at = ? WHERE subscription_id = ? AND failed_at IS NULL')
+  const noteError = db.prepare<[string, number, number, string]>(
+    'UPDATE webhook_subscriptions SET last_error = ?, last_error_at = ?, failed = failed + ? WHERE id = ?')
+  const disable = db.prepare<[number, string, string]>(
+    'UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL')
+  const insertAttempt = db.prepare<[string, string, string, number, number | null, string | null, number]>(
+    'INSERT INTO webhook_attempts (subscription_id, event_id, event_type, attempt, status_code, error, at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+  const pruneAttempts = db.prepare<[number]>(
+    `DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts ORDER BY id LIMIT ${PRUNE_CHUNK}) AND at < ?`)
+
+  const settleOne = (owner: string, { delivery, at, statusCode, error, result, nextAttemptAt }: SettledAttemptRecord) => {
+    if (subscriptionExists.get(delivery.subscriptionId) === undefined) return
+    insertAttempt.run(delivery.subscriptionId, delivery.eventId, delivery.type, delivery.attempts + 1, statusCode ?? null, error ?? null, at)
+    if (leased.get(delivery.id, owner) === undefined) return
+    if (result === 'delivered') {
+      delivered.run(delivery.id)
+      countDelivered.run(delivery.subscriptionId)
+      return
+    }
+    const message = error ?? `HTTP ${statusCode}`
+    if (result === 'retry') {
+      retryLater.run(nextAttemptAt, delivery.id)
+      noteError.run(message, at, 0, delivery.subscriptionId)
+      return
+    }
+    failOne.run(at, delivery.id)
+    let failures = 1
+    if (result === 'gone' && disable.run(at, 'the receiver answered 410 Gone', delivery.subscriptionId).changes === 1) {
+      failures += failPending.run(at, delivery.subscriptionId).changes
+    }
+    noteError.run(message, at, failures, delivery.subscriptionId)
+  }
+  const settle = db.transaction(({ owner, attempts }: Settlement) => {
+    for (const attempt of attempts) settleOne(owner, attempt)
+  })
+
+  // Leases and outcomes are worth a redelivery at most: their commits need not wait for the disk.
+  const relaxed = <Result>(work: () => Result): Result => {
+    db.pragma('synchronous = NORMAL')
+    try {
+      return work()
+    } finally {
+      db.pragma('synchronous = FULL')
+    }
+  }
+
+  return {
+    createSubscription: db.transaction((subscription: NewWebhookSubscription) => {
+      createSubscription.run(subscription.id, subscription.url, subscription.events.join(' '), subscription.storedSecret, subscription.createdAt)
+    }),
+    deleteSubscription: db.transaction((id: string) => {
+      deleteOutbox.run(id)
+      deleteAttempts.run(id)
+      return deleteSubscription.run(id).changes === 1
+    }),
+    claim: ({ owner, now, leaseMs, limit }: ClaimRequest) => relaxed(() => claim.all({ owner, now, leaseUntil: now + leaseMs, limit })),
+    settle: (settlement) => relaxed(() => settle.immediate(settlement)),
+    pruneAttempts: (before) => relaxed(() => {
+      let deleted = 0
+      for (let changes = PRUNE_CHUNK; changes === PRUNE_CHUNK; deleted += changes) changes = pruneAttempts.run(before).changes
+      return deleted
+    })
+  }
+}
