@@ -31,7 +31,7 @@ export type CreateOutcome =
 export interface Expectation { readonly plant: PlantRecord | undefined }
 
 /** A merge patch (RFC 7396) of a plant: a given name replaces the name; a tag replaces it, `null` removes it. */
-export interface PlantPatch {
+export interface PlantPatchRecord {
   readonly name?: string
   readonly tag?: string | null
 }
@@ -94,7 +94,7 @@ export interface PlantStore {
    */
   put (plant: PlantRecord, expected?: Expectation): Promise<PutOutcome>
   /** Applies a merge patch to the stored plant. */
-  patch (id: bigint, patch: PlantPatch, expected?: Expectation): Promise<PatchOutcome>
+  patch (id: bigint, patch: PlantPatchRecord, expected?: Expectation): Promise<PatchOutcome>
   /** Deletes the plant. */
   delete (id: bigint, expected?: Expectation): Promise<DeleteOutcome>
   /** The access tokens kept in this store. */

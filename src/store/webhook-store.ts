@@ -21,12 +21,12 @@ export interface WebhookSubscriptionRecord {
   readonly disabledReason?: string
 }
 
-export interface NewWebhookSubscription extends WebhookSubscriptionRecord {
+export interface NewWebhookSubscriptionRecord extends WebhookSubscriptionRecord {
   /** The signing secret as stored: sealed with WEBHOOK_SECRETS_KEY, or as it is when no key is set. */
   readonly storedSecret: string
 }
 
-export interface WebhookSubscriptionStatus extends WebhookSubscriptionRecord {
+export interface WebhookSubscriptionStatusRecord extends WebhookSubscriptionRecord {
   /** Events waiting for delivery, retries included. */
   readonly pending: number
   readonly delivered: number
@@ -45,7 +45,7 @@ export interface DeliveryAttemptRecord {
   readonly at: number
 }
 
-export interface DeliveryAttemptPage {
+export interface DeliveryAttemptRecordPage {
   readonly attempts: readonly DeliveryAttemptRecord[]
   /** The last attempt id on this page when older ones follow. */
   readonly nextAfter?: bigint
@@ -90,14 +90,14 @@ export interface ClaimRequest {
 }
 
 export interface WebhookStore {
-  createSubscription (subscription: NewWebhookSubscription): Promise<void>
+  createSubscription (subscription: NewWebhookSubscriptionRecord): Promise<void>
   /** Every subscription, newest first. */
   listSubscriptions (): Promise<WebhookSubscriptionRecord[]>
-  getSubscription (id: string): Promise<WebhookSubscriptionStatus | undefined>
+  getSubscription (id: string): Promise<WebhookSubscriptionStatusRecord | undefined>
   /** Deletes the subscription with its outbox rows and attempts; false when there is none. */
   deleteSubscription (id: string): Promise<boolean>
   /** Attempts of one subscription, newest first, older than `after` when given. */
-  listAttempts (subscriptionId: string, page: { readonly after?: bigint, readonly limit: number }): Promise<DeliveryAttemptPage>
+  listAttempts (subscriptionId: string, page: { readonly after?: bigint, readonly limit: number }): Promise<DeliveryAttemptRecordPage>
   /**
    * Leases up to `limit` due outbox rows of enabled subscriptions, oldest due first, each the oldest
    * pending row of its plant in its subscription (so one plant's events go out in commit order). With
@@ -169,7 +169,7 @@ export interface SubscriptionStatusRow extends SubscriptionRow {
 
 export const SUBSCRIPTION_STATUS_COLUMNS = `${SUBSCRIPTION_COLUMNS}, delivered, failed, last_error, last_error_at`
 
-export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: IntegerColumn): WebhookSubscriptionStatus {
+export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: IntegerColumn): WebhookSubscriptionStatusRecord {
   return {
     ...subscriptionOfRow(row),
     pending: Number(pending),
@@ -192,7 +192,7 @@ export interface AttemptRow {
 export const ATTEMPT_COLUMNS = 'id, event_id, event_type, attempt, status_code, error, at'
 
 /** A page of attempts read with one row more than `limit`, to tell whether older ones follow. */
-export function attemptPageOf (rows: readonly AttemptRow[], limit: number): DeliveryAttemptPage {
+export function attemptPageOf (rows: readonly AttemptRow[], limit: number): DeliveryAttemptRecordPage {
   const attempts = rows.slice(0, limit).map((row): DeliveryAttemptRecord => ({
     id: BigInt(row.id),
     eventId: row.event_id,

@@ -1,5 +1,5 @@
 import {
-  plantRecord, sameState, type CreateOutcome, type DeleteOutcome, type Expectation, type PatchOutcome, type PlantPatch,
+  plantRecord, sameState, type CreateOutcome, type DeleteOutcome, type Expectation, type PatchOutcome, type PlantPatchRecord,
   type PlantRecord, type PutOutcome
 } from './plant-store.js'
 
@@ -8,7 +8,7 @@ export type WriteOperation = CreateOperation | ChangeOperation
 export interface CreateOperation { readonly kind: 'create', readonly plant: PlantRecord }
 export type ChangeOperation =
   | { readonly kind: 'put', readonly plant: PlantRecord, readonly expected?: Expectation | undefined }
-  | { readonly kind: 'patch', readonly id: bigint, readonly patch: PlantPatch, readonly expected?: Expectation | undefined }
+  | { readonly kind: 'patch', readonly id: bigint, readonly patch: PlantPatchRecord, readonly expected?: Expectation | undefined }
   | { readonly kind: 'delete', readonly id: bigint, readonly expected?: Expectation | undefined }
 
 export type WriteOutcome = CreateOutcome | PutOutcome | PatchOutcome | DeleteOutcome
@@ -52,6 +52,6 @@ export function decideChange (change: ChangeOperation, current: PlantRecord | un
   }
 }
 
-function patched (plant: PlantRecord, patch: PlantPatch): PlantRecord {
+function patched (plant: PlantRecord, patch: PlantPatchRecord): PlantRecord {
   return plantRecord(plant.id, patch.name ?? plant.name, patch.tag === undefined ? plant.tag : patch.tag)
 }

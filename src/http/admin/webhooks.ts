@@ -5,7 +5,7 @@ import { invalidRequest, webhookNotFound } from '../../errors.js'
 import { DEFAULT_PAGE_SIZE, ref } from '../../schemas/kinds.js'
 import { CreatedWebhookSubscription, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, WebhookIdParams, WebhookSubscriptionList, WebhookSubscriptionStatus } from '../../schemas/webhooks.js'
 import {
-  WEBHOOK_EVENT_TYPES, type DeliveryAttemptRecord, type WebhookStore, type WebhookSubscriptionRecord, type WebhookSubscriptionStatus as Status
+  WEBHOOK_EVENT_TYPES, type DeliveryAttemptRecord, type WebhookStore, type WebhookSubscriptionRecord, type WebhookSubscriptionStatusRecord
 } from '../../store/webhook-store.js'
 import { webhookUrlRefusal } from '../../webhooks/network.js'
 import { newSigningSecret, type SecretBox } from '../../webhooks/secrets.js'
@@ -172,7 +172,7 @@ function subscriptionDocument (subscription: WebhookSubscriptionRecord) {
   }
 }
 
-function statusDocument (subscription: Status) {
+function statusDocument (subscription: WebhookSubscriptionStatusRecord) {
   return {
     ...subscriptionDocument(subscription),
     pending: subscription.pending,

@@ -1,6 +1,6 @@
 import {
-  deletedPlantBody, newEventId, subscribesTo, type ClaimedDelivery, type DeliveryAttemptRecord, type NewWebhookSubscription,
-  type SettledAttempt, type WebhookEventType, type WebhookStore, type WebhookSubscriptionStatus
+  deletedPlantBody, newEventId, subscribesTo, type ClaimedDelivery, type DeliveryAttemptRecord, type NewWebhookSubscriptionRecord,
+  type SettledAttempt, type WebhookEventType, type WebhookStore, type WebhookSubscriptionStatusRecord
 } from '../webhook-store.js'
 import { plantJson, type PlantRecord } from '../plant-store.js'
 
@@ -20,7 +20,7 @@ interface OutboxEntry {
 }
 
 interface SubscriptionEntry {
-  subscription: NewWebhookSubscription
+  subscription: NewWebhookSubscriptionRecord
   delivered: number
   failed: number
   lastError: { readonly at: number, readonly message: string } | undefined
@@ -64,7 +64,7 @@ export class MemoryWebhookStore implements WebhookStore {
     }
   }
 
-  async createSubscription (subscription: NewWebhookSubscription): Promise<void> {
+  async createSubscription (subscription: NewWebhookSubscriptionRecord): Promise<void> {
     this.subscriptions.set(subscription.id, { subscription, delivered: 0, failed: 0, lastError: undefined })
   }
 
@@ -74,7 +74,7 @@ export class MemoryWebhookStore implements WebhookStore {
       .sort((a, b) => b.createdAt - a.createdAt)
   }
 
-  async getSubscription (id: string): Promise<WebhookSubscriptionStatus | undefined> {
+  async getSubscription (id: string): Promise<WebhookSubscriptionStatusRecord | undefined> {
     const entry = this.subscriptions.get(id)
     if (entry === undefined) return undefined
     const { storedSecret: _secret, ...record } = entry.subscription

@@ -4,7 +4,7 @@
  */
 import type { PlantRow } from '../plant-store.js'
 import type { WriteOperation } from '../write-operations.js'
-import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscription, OutboxRow, SettledAttempt } from '../webhook-store.js'
+import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscriptionRecord, OutboxRow, SettledAttempt } from '../webhook-store.js'
 
 /** What the writer thread is started with: its `workerData`. */
 export interface WriterThreadData {
@@ -35,7 +35,7 @@ export interface Settlement {
 
 /** The webhook dispatcher's bookkeeping the writer thread runs, each command in its own transaction. */
 export interface WebhookArguments {
-  createSubscription: NewWebhookSubscription
+  createSubscription: NewWebhookSubscriptionRecord
   /** The subscription's id. */
   deleteSubscription: string
   claim: ClaimRequest

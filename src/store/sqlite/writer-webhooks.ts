@@ -1,6 +1,6 @@
 import type { SqliteDatabase } from './driver.js'
 import type { SettledAttemptRecord, Settlement, WebhookCommands } from './writer-protocol.js'
-import { OUTBOX_COLUMNS, type ClaimRequest, type NewWebhookSubscription, type OutboxRow } from '../webhook-store.js'
+import { OUTBOX_COLUMNS, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
 
 const PRUNE_CHUNK = 1000
 
@@ -80,7 +80,7 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   }
 
   return {
-    createSubscription: db.transaction((subscription: NewWebhookSubscription) => {
+    createSubscription: db.transaction((subscription: NewWebhookSubscriptionRecord) => {
       createSubscription.run(subscription.id, subscription.url, subscription.events.join(' '), subscription.storedSecret, subscription.createdAt)
     }),
     deleteSubscription: db.transaction((id: string) => {
