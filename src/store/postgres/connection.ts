@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { latestVersion, SchemaTooNewError } from '../migrations/migration.js'
+import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { postgresMigrations } from './migrations.js'
 import { StoreUnavailableError, type PoolUsage } from '../plant-store.js'
 

@@ -1,4 +1,4 @@
-import type { Migration } from '../migrations/migration.js'
+import type { Migration } from '../migration.js'
 
 /**
  * The PostgreSQL schema, one entry per version. Applied in order at start, under an advisory lock;

@@ -1,7 +1,7 @@
 import { accessSync, constants, mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database, { type SqliteDatabase } from './driver.js'
-import { latestVersion, SchemaTooNewError } from '../migrations/migration.js'
+import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { sqliteMigrations } from './migrations.js'
 import { StoreOpenError } from '../plant-store.js'
 

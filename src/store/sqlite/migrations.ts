@@ -1,4 +1,4 @@
-import type { Migration } from '../migrations/migration.js'
+import type { Migration } from '../migration.js'
 
 /** The SQLite schema, one entry per version. Applied in order at open; never edit a released entry. */
 export const sqliteMigrations: readonly Migration[] = [
