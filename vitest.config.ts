@@ -4,7 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     exclude: ['test/faults/**', 'test/container/**', 'node_modules/**'],
-    globalSetup: ['test/global-setup.ts'],
+    globalSetup: ['test/helpers/global-setup.ts'],
     testTimeout: 20_000,
     hookTimeout: 60_000,
     pool: 'forks',

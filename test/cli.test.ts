@@ -6,10 +6,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 import { CREATE_USAGE, LIST_USAGE, MAIN_USAGE, REVOKE_USAGE, TOKENS_USAGE } from '../src/cli/usage.js'
-import { temporaryFolder } from './helper.js'
-import { appendCapturedLog } from './log-capture.js'
-import { createTestDatabase } from './postgres-database.js'
-import { startServer } from './server-process.js'
+import { temporaryFolder } from './helpers/app.js'
+import { appendCapturedLog } from './helpers/log-capture.js'
+import { createTestDatabase } from './helpers/postgres-database.js'
+import { startServer } from './helpers/server-process.js'
 
 /**
  * `plantstore tokens create|list|revoke` as operators run it: `node bin/plantstore.js …` as a child

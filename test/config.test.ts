@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../src/auth/tokens.js'
 import { ConfigError, DEFAULT_WEBHOOK_CONFIG, InvalidConfigError, loadConfig } from '../src/config.js'
-import { temporaryFolder } from './helper.js'
+import { temporaryFolder } from './helpers/app.js'
 
 const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
 const CORS_ORIGINS_RULE = 'CORS_ORIGINS must be "*" or comma-separated origins like https://app.example.com (no path or trailing slash)'

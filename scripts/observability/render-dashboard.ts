@@ -12,7 +12,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { chromium } from 'playwright-core'
-import { findChromium, HEADLESS_CHROMIUM_ARGS } from '../../test/chromium.js'
+import { findChromium, HEADLESS_CHROMIUM_ARGS } from '../chromium.js'
 
 interface Target { refId: string, expr: string, legendFormat?: string }
 interface Override { matcher: { id: string, options: string }, properties: Array<{ id: string, value: unknown }> }

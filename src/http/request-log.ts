@@ -142,7 +142,7 @@ export interface BufferedLogOutput {
 /**
  * Standard output written asynchronously in chunks of at least 4 KiB: pino's setup for the least
  * overhead. Writing every line on its own costs a thread-pool round trip per request, which measured
- * about a fifth of POST throughput (README, Performance). A timer flushes every second, so the lines
+ * about a fifth of POST throughput (docs/benchmarks.md). A timer flushes every second, so the lines
  * of a quiet service still show up promptly; pino writes out the rest when the process exits. A
  * process killed with SIGKILL can lose its last second of log lines, never data.
  */

@@ -1,10 +1,10 @@
 import { join } from 'node:path'
 import Database from '../../src/store/sqlite/driver.js'
 import { describe, expect, it } from 'vitest'
-import { temporaryFolder } from '../helper.js'
-import { createTestDatabase } from '../postgres-database.js'
-import { startServer } from '../server-process.js'
-import { startLifecycleLoad, survivingDocuments, until, type PlantWrite } from './load.js'
+import { temporaryFolder } from '../helpers/app.js'
+import { createTestDatabase } from '../helpers/postgres-database.js'
+import { startServer } from '../helpers/server-process.js'
+import { startLifecycleLoad, survivingDocuments, until, type PlantWrite } from '../helpers/load.js'
 
 const TOKEN = 'crash-test-token'
 const ROUNDS = 3

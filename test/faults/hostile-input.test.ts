@@ -4,7 +4,7 @@ import fc from 'fast-check'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { bearer, buildTestApp, temporaryFolder } from '../helper.js'
+import { bearer, buildTestApp, temporaryFolder } from '../helpers/app.js'
 
 /** Fixed in CI; `FUZZ_SEED` and `FUZZ_RUNS` give a longer or different run on demand. */
 const FUZZ = { seed: Number(process.env.FUZZ_SEED ?? 20261121), numRuns: Number(process.env.FUZZ_RUNS ?? 300) }

@@ -1,8 +1,8 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { createTestDatabase } from '../postgres-database.js'
+import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.js'
-import { spawnServer, startServer } from '../server-process.js'
-import { startWriteLoad, until } from './load.js'
+import { spawnServer, startServer } from '../helpers/server-process.js'
+import { startWriteLoad, until } from '../helpers/load.js'
 
 const TOKEN = 'immediate-test-token'
 const FAST_TIMEOUTS = { DATABASE_CONNECT_TIMEOUT_MS: '1000', DATABASE_STATEMENT_TIMEOUT_MS: '2000' }

@@ -4,8 +4,8 @@ import autocannon from 'autocannon'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { bearer, buildTestApp, postPlant, temporaryFolder } from '../helper.js'
-import { startServer } from '../server-process.js'
+import { bearer, buildTestApp, postPlant, temporaryFolder } from '../helpers/app.js'
+import { startServer } from '../helpers/server-process.js'
 
 function portOf (app: FastifyInstance): number {
   const address = app.server.address()

@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { temporaryFolder } from '../helper.js'
-import { spawnServer, startServer } from '../server-process.js'
+import { temporaryFolder } from '../helpers/app.js'
+import { spawnServer, startServer } from '../helpers/server-process.js'
 
 const CONFIGURED = ['first-secret-token-d81f', 'second-secret-token-77ab']
 const PRESENTED_WRONG = ['first-secret-token-d81e', 'wrong-but-secret-9c2e']

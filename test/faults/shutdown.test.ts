@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { temporaryFolder } from '../helper.js'
-import { startServer } from '../server-process.js'
+import { temporaryFolder } from '../helpers/app.js'
+import { startServer } from '../helpers/server-process.js'
 
 const TOKEN = 'shutdown-test-token'
 

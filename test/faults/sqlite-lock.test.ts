@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { sqliteDriverPath } from '../../src/store/sqlite/driver.js'
-import { temporaryFolder } from '../helper.js'
-import { startServer } from '../server-process.js'
+import { temporaryFolder } from '../helpers/app.js'
+import { startServer } from '../helpers/server-process.js'
 
 const TOKEN = 'lock-test-token'
 

@@ -2,9 +2,9 @@ import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, postPlant } from '../helper.js'
-import { WebhookReceiver } from './receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
+import { backends, bearer, buildTestApp, postPlant } from '../helpers/app.js'
+import { WebhookReceiver } from '../helpers/webhook-receiver.js'
+import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
 const WRITERS = 32
 const WRITES_PER_WRITER = 66

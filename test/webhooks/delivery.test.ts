@@ -6,9 +6,9 @@ import { describe, expect, it } from 'vitest'
 import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { newSigningSecret } from '../../src/webhooks/secrets.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { backends, bearer, buildTestApp, postPlant, temporaryFolder } from '../helper.js'
-import { WebhookReceiver, type ReceivedDelivery } from './receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
+import { backends, bearer, buildTestApp, postPlant, temporaryFolder } from '../helpers/app.js'
+import { WebhookReceiver, type ReceivedDelivery } from '../helpers/webhook-receiver.js'
+import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
 const ISO_TIME = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
 const ATTEMPT_ID = expect.stringMatching(/^[0-9]+$/)

@@ -5,10 +5,10 @@ import { openPostgresStore } from '../../src/store/postgres/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { newSigningSecret } from '../../src/webhooks/secrets.js'
-import { bearer, buildTestApp, postPlant, TEST_POSTGRES_OPTIONS } from '../helper.js'
-import { createTestDatabase } from '../postgres-database.js'
-import { WebhookReceiver } from './receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
+import { bearer, buildTestApp, postPlant, TEST_POSTGRES_OPTIONS } from '../helpers/app.js'
+import { createTestDatabase } from '../helpers/postgres-database.js'
+import { WebhookReceiver } from '../helpers/webhook-receiver.js'
+import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
 const PLANTS = 1500
 

@@ -8,9 +8,9 @@ import { describe, expect, it } from 'vitest'
 import type { AppConfig } from '../../src/app.js'
 import Database from '../../src/store/sqlite/driver.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { backends, bearer, buildTestApp, expectError, postPlant, temporaryFolder, type Backend } from '../helper.js'
-import { WebhookReceiver } from './receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from './webhook-helper.js'
+import { backends, bearer, buildTestApp, expectError, postPlant, temporaryFolder, type Backend } from '../helpers/app.js'
+import { WebhookReceiver } from '../helpers/webhook-receiver.js'
+import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
 const ALL_EVENTS = ['plant.created', 'plant.updated', 'plant.deleted']
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/

@@ -56,7 +56,7 @@ export const postgresMigrations: readonly Migration[] = [
     version: 3,
     name: 'an index for the pages of one tag',
     // Building it holds off writes to plants for as long as it takes on a large table; an index built
-    // beforehand with CREATE INDEX CONCURRENTLY under this name is kept (README, Scaling out).
+    // beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/deployment.md, "Scaling out on PostgreSQL").
     sql: 'CREATE INDEX IF NOT EXISTS plants_tag_id ON plants (tag, id);'
   },
   {

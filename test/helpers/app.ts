@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import type { DestinationStream } from 'pino'
+import { expect, onTestFinished } from 'vitest'
+import { buildApp, type AppConfig } from '../../src/app.js'
+import type { LogLevel } from '../../src/config.js'
+import { CAPTURED_LOG_LEVEL, capturedLogStream } from './log-capture.js'
+import { AccessTokenRegistry } from '../../src/auth/token-registry.js'
+import { parseTokenList } from '../../src/auth/tokens.js'
+import { openMemoryStore } from '../../src/store/memory/store.js'
+import type { PlantStore } from '../../src/store/plant-store.js'
+import { openPostgresStore, type PostgresOptions } from '../../src/store/postgres/store.js'
+import { openSqliteStore } from '../../src/store/sqlite/store.js'
+import { createTestDatabase } from './postgres-database.js'
+
+export const TEST_TOKEN = 'plantstore-test-token-5f1c2a'
+
+export interface TestAppOptions {
+  readonly store?: PlantStore
+  readonly config?: Partial<AppConfig>
+  /**
+   * Accepted tokens as PLANTSTORE_TOKENS entries (`name=…;scopes=…;token`); TEST_TOKEN, with the plant
+   * scopes, by default; none (only the store's tokens) for an empty list.
+   */
+  readonly tokens?: readonly string[]
+  readonly logStream?: DestinationStream
+}
+
+/** Builds the production app on a fresh store and closes it (and so the store) when the test ends. */
+export async function buildTestApp (options: TestAppOptions = {}): Promise<FastifyInstance> {
+  const store = options.store ?? openMemoryStore()
+  const entries = options.tokens ?? [TEST_TOKEN]
+  const accessTokens = new AccessTokenRegistry(store.tokens, entries.length === 0 ? [] : parseTokenList(entries.join(',')))
+  await accessTokens.refresh()
+  const app = await buildApp(
+    { bodyLimit: 16384, logLevel: (CAPTURED_LOG_LEVEL as LogLevel | undefined) ?? 'silent', prettyLogs: false, ...options.config },
+    {
+      store,
+      accessTokens,
+      ...(options.logStream !== undefined
+        ? { logStream: options.logStream }
+        : CAPTURED_LOG_LEVEL !== undefined ? { logStream: capturedLogStream() } : {})
+    })
+  onTestFinished(() => app.close())
+  return app
+}
+
+/** A temporary folder removed when the test ends. */
+export function temporaryFolder (): string {
+  const folder = mkdtempSync(join(tmpdir(), 'plantstore-test-'))
+  onTestFinished(() => rmSync(folder, { recursive: true, force: true }))
+  return folder
+}
+
+export const TEST_POSTGRES_OPTIONS: PostgresOptions = { poolSize: 4, connectTimeoutMs: 2000, statementTimeoutMs: 5000 }
+
+export interface Backend {
+  readonly name: string
+  /** Opens a fresh, empty store of this backend; whoever receives it closes it. */
+  open (): Promise<PlantStore>
+}
+
+/** Every backend the HTTP suites and the store contract run over. */
+export const backends: readonly Backend[] = [
+  { name: 'memory', open: async () => openMemoryStore() },
+  { name: 'sqlite', open: async () => openSqliteStore(join(temporaryFolder(), 'plants.db')) },
+  { name: 'postgres', open: async () => openPostgresStore(await createTestDatabase(), TEST_POSTGRES_OPTIONS) }
+]
+
+export const bearer = (token = TEST_TOKEN) => ({ authorization: `Bearer ${token}` })
+
+/** POST /plants with a JSON body given as a value or as raw text (for exact int64 literals). */
+export function postPlant (
+  app: FastifyInstance,
+  body: unknown,
+  headers: Record<string, string> = {}
+): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method: 'POST',
+    url: '/plants',
+    headers: { 'content-type': 'application/json', ...bearer(), ...headers },
+    payload: typeof body === 'string' ? body : JSON.stringify(body)
+  } satisfies InjectOptions)
+}
+
+/** Asserts an `Error` envelope: the status, `error` equal to it, the exact message, JSON, a request id. */
+export function expectError (response: LightMyRequestResponse, status: number, message: string | RegExp): void {
+  expect({ status: response.statusCode, body: response.json() }).toEqual({
+    status,
+    body: { error: status, message: typeof message === 'string' ? message : expect.stringMatching(message) }
+  })
+  expect(response.headers['content-type']).toBe('application/json; charset=utf-8')
+  expect(response.headers['x-request-id']).toMatch(/^[\x21-\x7e]{1,128}$/)
+}
+
+/**
+ * Proves through HTTP that nothing is stored under `id`: a create with a name no test uses must come
+ * back as created (a stored plant would make it a 409).
+ */
+export async function expectNothingStored (app: FastifyInstance, id: string): Promise<void> {
+  const probe = `probe-${Math.random().toString(36).slice(2)}`
+  const response = await postPlant(app, `{"id":${id},"name":"${probe}"}`)
+  expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 200, body: { name: probe } })
+}

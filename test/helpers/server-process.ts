@@ -1,0 +1,62 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { onTestFinished } from 'vitest'
+import { appendCapturedLog, CAPTURED_LOG_LEVEL } from './log-capture.js'
+
+const SERVER_ENTRY = fileURLToPath(new URL('../../dist/server.js', import.meta.url))
+
+export interface ServerProcess {
+  readonly child: ChildProcess
+  readonly stdout: () => string
+  readonly stderr: () => string
+  /** Resolves with the exit code (or the signal's name) once the process has ended. */
+  readonly exited: Promise<number | string>
+}
+
+/**
+ * Spawns the built server (dist/server.js) on a free port of 127.0.0.1 with only the given environment
+ * (plus PATH; METRICS_PORT is 0 unless given). The process is killed by its PID when the test ends, if it still runs.
+ */
+export function spawnServer (env: Record<string, string>, options: { cwd?: string } = {}): ServerProcess {
+  const child = spawn(process.execPath, [SERVER_ENTRY], {
+    cwd: options.cwd,
+    // Metrics off unless a test asks: parallel test files would all want the default port 9464.
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  const exited = new Promise<number | string>((resolve) => {
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))
+  })
+  onTestFinished(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      process.kill(child.pid as number, 'SIGKILL')
+      await exited
+    }
+    appendCapturedLog(stdout)
+  })
+  return { child, stdout: () => stdout, stderr: () => stderr, exited }
+}
+
+/** Spawns the built server and resolves once it listens, with its base URL. */
+export async function startServer (env: Record<string, string>, options: { cwd?: string } = {}): Promise<ServerProcess & { baseUrl: string }> {
+  const server = spawnServer(env, options)
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not listen within 15 s:\n${server.stdout()}\n${server.stderr()}`)), 15_000)
+    server.child.stdout?.on('data', () => {
+      const address = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(server.stdout())?.[1]
+      if (address !== undefined) {
+        clearTimeout(timer)
+        resolve(address)
+      }
+    })
+    server.exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code} before listening:\n${server.stdout()}\n${server.stderr()}`))
+    })
+  })
+  return { ...server, baseUrl }
+}

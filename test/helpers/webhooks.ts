@@ -1,0 +1,26 @@
+import type { FastifyInstance } from 'fastify'
+import { expect } from 'vitest'
+import { DEFAULT_WEBHOOK_CONFIG } from '../../src/config.js'
+import { bearer, TEST_TOKEN } from './app.js'
+import type { WebhookReceiver } from './webhook-receiver.js'
+
+export const ADMIN_TOKEN = 'plantstore-test-admin-token-7c1d9e'
+/** TEST_TOKEN for the plants, ADMIN_TOKEN for /admin. */
+export const WEBHOOK_TEST_TOKENS = [`name=plants;scopes=plants:read+plants:write;${TEST_TOKEN}`, `name=admin;scopes=admin;${ADMIN_TOKEN}`]
+
+/** Receivers on 127.0.0.1 allowed, retries after 200 ms doubling to 1 s, an idle poll every 50 ms. */
+export const WEBHOOK_TEST_CONFIG = { ...DEFAULT_WEBHOOK_CONFIG, allowPrivateNetworks: true, firstRetryMs: 200, maxRetryMs: 1000, pollMs: 50 }
+
+/** Subscribes the receiver (to `events`, or all) and has it verify with the new secret; returns the subscription id. */
+export async function subscribe (app: FastifyInstance, receiver: WebhookReceiver, events?: string[]): Promise<string> {
+  const response = await app.inject({
+    method: 'POST',
+    url: '/admin/webhooks',
+    headers: bearer(ADMIN_TOKEN),
+    payload: { url: receiver.url, ...(events === undefined ? {} : { events }) }
+  })
+  expect(response.statusCode, response.body).toBe(201)
+  const { id, secret } = response.json<{ id: string, secret: string }>()
+  receiver.useSecret(secret)
+  return id
+}
