@@ -132,13 +132,7 @@ class ExactJsonParser {
 
   private parseObject (depth: number): Record<string, unknown> {
     const object: Record<string, unknown> = {}
-    this.position++
-    this.skipWhitespace()
-    if (this.text[this.position] === '}') {
-      this.position++
-      return object
-    }
-    for (;;) {
+    this.parseItems('}', () => {
       this.skipWhitespace()
       if (this.text[this.position] !== '"') this.fail('expected a property name')
       const key = this.parseString()
@@ -146,34 +140,31 @@ class ExactJsonParser {
       this.expect(':')
       const value = this.parseValue(depth + 1)
       if (!reachesAPrototype(key, value)) object[key] = value
-      this.skipWhitespace()
-      if (this.text[this.position] === ',') {
-        this.position++
-        continue
-      }
-      this.expect('}')
-      return object
-    }
+    })
+    return object
   }
 
   private parseArray (depth: number): unknown[] {
     const array: unknown[] = []
+    this.parseItems(']', () => { array.push(this.parseValue(depth + 1)) })
+    return array
+  }
+
+  /** The comma-separated members of an object or items of an array, from its opening character to `close`. */
+  private parseItems (close: '}' | ']', parseItem: () => void): void {
     this.position++
     this.skipWhitespace()
-    if (this.text[this.position] === ']') {
+    if (this.text[this.position] === close) {
       this.position++
-      return array
+      return
     }
     for (;;) {
-      array.push(this.parseValue(depth + 1))
+      parseItem()
       this.skipWhitespace()
-      if (this.text[this.position] === ',') {
-        this.position++
-        continue
-      }
-      this.expect(']')
-      return array
+      if (this.text[this.position] !== ',') break
+      this.position++
     }
+    this.expect(close)
   }
 
   private parseString (): string {

@@ -1,3 +1,4 @@
+import type { TSchema } from '@sinclair/typebox'
 import { ErrorBody } from '../schemas/error-body.js'
 import { ref } from '../schemas/kinds.js'
 
@@ -47,3 +48,15 @@ export const authenticatedOperationErrors = {
 
 /** What an operation that reads a body can answer with too. */
 export const bodyErrors = { 413: errorResponses[413], 415: errorResponses[415] }
+
+/** A 201 whose body holds a secret shown only this once: Location names the new resource, and no cache keeps it. */
+export function createdWithSecret<T extends TSchema> (schema: T, description: string, location: string) {
+  return {
+    ...ref(schema),
+    description,
+    headers: {
+      Location: { type: 'string', description: location },
+      'Cache-Control': { type: 'string', description: 'no-store: the body holds a secret' }
+    }
+  }
+}

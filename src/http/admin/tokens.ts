@@ -8,7 +8,7 @@ import {
 import { ref } from '../../schemas/kinds.js'
 import { AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken } from '../../schemas/tokens.js'
 import { bearerSecurity } from '../docs.js'
-import { authenticatedOperationErrors, bodyErrors, errorResponses } from '../responses.js'
+import { authenticatedOperationErrors, bodyErrors, createdWithSecret, errorResponses } from '../responses.js'
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
@@ -28,14 +28,7 @@ export async function accessTokenRoutes (app: FastifyInstance, options: { readon
       security: ADMIN_SECURITY,
       body: ref(NewAccessToken),
       response: {
-        201: {
-          ...ref(CreatedAccessToken),
-          description: 'The token is made',
-          headers: {
-            Location: { type: 'string', description: 'The path of the token: /admin/tokens/{id}' },
-            'Cache-Control': { type: 'string', description: 'no-store: the body holds a secret' }
-          }
-        },
+        201: createdWithSecret(CreatedAccessToken, 'The token is made', 'The path of the token: /admin/tokens/{id}'),
         ...authenticatedOperationErrors,
         ...bodyErrors,
         409: errorResponses.tokenNameTaken

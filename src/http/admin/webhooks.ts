@@ -10,7 +10,7 @@ import {
 import { webhookUrlRefusal } from '../../webhooks/network.js'
 import { newSigningSecret, type SecretBox } from '../../webhooks/secrets.js'
 import { bearerSecurity } from '../docs.js'
-import { authenticatedOperationErrors, bodyErrors, errorResponses } from '../responses.js'
+import { authenticatedOperationErrors, bodyErrors, createdWithSecret, errorResponses } from '../responses.js'
 
 export interface WebhookRoutesOptions {
   readonly webhooks: WebhookStore
@@ -36,14 +36,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
       security: ADMIN_SECURITY,
       body: ref(NewWebhookSubscription),
       response: {
-        201: {
-          ...ref(CreatedWebhookSubscription),
-          description: 'The subscription is made',
-          headers: {
-            Location: { type: 'string', description: 'The path of the subscription: /admin/webhooks/{id}' },
-            'Cache-Control': { type: 'string', description: 'no-store: the body holds a secret' }
-          }
-        },
+        201: createdWithSecret(CreatedWebhookSubscription, 'The subscription is made', 'The path of the subscription: /admin/webhooks/{id}'),
         ...authenticatedOperationErrors,
         ...bodyErrors
       }
