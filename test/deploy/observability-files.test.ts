@@ -1,15 +1,15 @@
 import { createRequire } from 'node:module'
-import { createServer, type Server } from 'node:http'
+import { createServer } from 'node:http'
 import { existsSync, readFileSync, statSync } from 'node:fs'
-import type { AddressInfo } from 'node:net'
 import { join, posix } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { parse } from 'yaml'
 import { temporaryFolder } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { freePort } from '../../scripts/embedded-postgres.js'
 import { startServer } from '../helpers/server-process.js'
+import { listenOnLoopback } from '../helpers/loopback.js'
 
 /**
  * The monitoring kit under deploy/observability/ and the compose profile that runs it: the alerting
@@ -198,12 +198,6 @@ function exposedBy (exposition: string, into: Exposed): void {
   }
 }
 
-async function listen (server: Server): Promise<number> {
-  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
-  onTestFinished(() => new Promise<void>((resolve) => { server.close(() => { resolve() }) }))
-  return (server.address() as AddressInfo).port
-}
-
 async function until<T> (what: string, attempt: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
@@ -230,7 +224,7 @@ async function scrapeAfterTraffic (databaseUrl: string): Promise<string> {
       response.writeHead(204).end()
     })
   })
-  const receiverPort = await listen(receiver)
+  const receiverPort = await listenOnLoopback(receiver)
   const metricsPort = await freePort()
   const server = await startServer({
     DATABASE_URL: databaseUrl,

@@ -1,8 +1,7 @@
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { gunzipSync } from 'node:zlib'
-import { onTestFinished } from 'vitest'
+import { listenOnLoopback } from './loopback.js'
 
 export type AttributeValue = string | number | boolean | bigint | null | AttributeValue[]
 
@@ -69,9 +68,7 @@ export class OtlpReceiver {
 
   static async start (): Promise<OtlpReceiver> {
     const receiver = new OtlpReceiver()
-    await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve))
-    receiver.port = (receiver.server.address() as AddressInfo).port
-    onTestFinished(() => receiver.close())
+    receiver.port = await listenOnLoopback(receiver.server, () => receiver.close())
     return receiver
   }
 

@@ -1,8 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Webhook } from 'standardwebhooks'
-import { onTestFinished } from 'vitest'
+import { listenOnLoopback } from './loopback.js'
 
 export interface ReceivedDelivery {
   readonly id: string
@@ -53,9 +52,7 @@ export class WebhookReceiver {
 
   static async start (): Promise<WebhookReceiver> {
     const receiver = new WebhookReceiver()
-    await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve))
-    receiver.listeningPort = (receiver.server.address() as AddressInfo).port
-    onTestFinished(() => receiver.close())
+    receiver.listeningPort = await listenOnLoopback(receiver.server, () => receiver.close())
     return receiver
   }
 

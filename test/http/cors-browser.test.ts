@@ -1,10 +1,10 @@
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { chromium, type Browser } from 'playwright-core'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { findChromium, HEADLESS_CHROMIUM_ARGS } from '../../scripts/chromium.js'
 import { buildTestApp, TEST_TOKEN } from '../helpers/app.js'
+import { listenOnLoopback } from '../helpers/loopback.js'
 
 /** What a page's script saw of one answer: status, the headers it asked for (null when hidden from it), body. */
 interface Seen {
@@ -18,9 +18,7 @@ async function pageOrigin (): Promise<string> {
   const server: Server = createServer((_request, response) => {
     response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>plants</title>')
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  onTestFinished(() => new Promise<void>((resolve) => { server.close(() => resolve()) }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  return `http://127.0.0.1:${await listenOnLoopback(server)}`
 }
 
 async function launchChromium (): Promise<Browser> {

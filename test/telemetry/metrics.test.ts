@@ -14,6 +14,7 @@ import { freePort } from '../../scripts/embedded-postgres.js'
 import { spawnServer, startServer } from '../helpers/server-process.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 import { subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
+import { listenOnLoopback } from '../helpers/loopback.js'
 
 interface Sample { labels?: Record<string, string>, value?: string }
 interface Family { name: string, help: string, type: string, metrics: Sample[] }
@@ -90,11 +91,7 @@ function expectConsistentHistograms (scraped: Scrape): void {
 
 /** A port of 127.0.0.1 that another server holds until the test ends. */
 async function takenPort (): Promise<number> {
-  const taken = createServer()
-  await new Promise<void>((resolve) => { taken.listen(0, '127.0.0.1', resolve) })
-  onTestFinished(() => new Promise<void>((resolve) => { taken.close(() => { resolve() }) }))
-  const address = taken.address()
-  return typeof address === 'object' && address !== null ? address.port : 0
+  return listenOnLoopback(createServer())
 }
 
 /** The TCP ports a process listens on, from its socket descriptors and the kernel's socket tables (Linux). */
