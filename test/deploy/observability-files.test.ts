@@ -9,7 +9,7 @@ import { temporaryFolder } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { freePort } from '../../scripts/embedded-postgres.js'
 import { startServer } from '../helpers/server-process.js'
-import { listenOnLoopback } from '../helpers/loopback.js'
+import { listenOnLoopback } from '../helpers/test-servers.js'
 
 /**
  * The monitoring kit under deploy/observability/ and the compose profile that runs it: the alerting

@@ -1,7 +1,7 @@
-import { createServer, type Server } from 'node:http'
+import type { Server } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { gunzipSync } from 'node:zlib'
-import { listenOnLoopback } from './loopback.js'
+import { listenOnLoopback, serverOfWholeRequests } from './test-servers.js'
 
 export type AttributeValue = string | number | boolean | bigint | null | AttributeValue[]
 
@@ -40,29 +40,24 @@ export class OtlpReceiver {
   private port = 0
 
   private constructor () {
-    this.server = createServer((request, response) => {
-      const chunks: Buffer[] = []
-      request.on('data', (chunk: Buffer) => chunks.push(chunk))
-      request.on('end', () => {
-        if (request.method !== 'POST' || request.url !== '/v1/traces') {
-          response.writeHead(404).end()
-          return
-        }
-        const contentType = String(request.headers['content-type'])
-        let body = Buffer.concat(chunks)
-        if (request.headers['content-encoding'] === 'gzip') body = gunzipSync(body)
-        try {
-          this.spans.push(...(contentType.startsWith('application/json') ? spansOfJson(body.toString('utf8')) : spansOfProtobuf(body)))
-        } catch (error) {
-          this.refused.push(String(error))
-          response.writeHead(400, { 'content-type': 'text/plain' }).end(String(error))
-          return
-        }
-        this.contentTypes.push(contentType)
-        // An empty ExportTraceServiceResponse: full success, in either encoding.
-        response.writeHead(200, { 'content-type': contentType.startsWith('application/json') ? 'application/json' : 'application/x-protobuf' })
-          .end(contentType.startsWith('application/json') ? '{}' : '')
-      })
+    this.server = serverOfWholeRequests((request, received, response) => {
+      if (request.method !== 'POST' || request.url !== '/v1/traces') {
+        response.writeHead(404).end()
+        return
+      }
+      const contentType = String(request.headers['content-type'])
+      const body = request.headers['content-encoding'] === 'gzip' ? gunzipSync(received) : received
+      try {
+        this.spans.push(...(contentType.startsWith('application/json') ? spansOfJson(body.toString('utf8')) : spansOfProtobuf(body)))
+      } catch (error) {
+        this.refused.push(String(error))
+        response.writeHead(400, { 'content-type': 'text/plain' }).end(String(error))
+        return
+      }
+      this.contentTypes.push(contentType)
+      // An empty ExportTraceServiceResponse: full success, in either encoding.
+      response.writeHead(200, { 'content-type': contentType.startsWith('application/json') ? 'application/json' : 'application/x-protobuf' })
+        .end(contentType.startsWith('application/json') ? '{}' : '')
     })
   }
 

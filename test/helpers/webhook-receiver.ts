@@ -1,7 +1,7 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
+import type { IncomingHttpHeaders, Server } from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Webhook } from 'standardwebhooks'
-import { listenOnLoopback } from './loopback.js'
+import { listenOnLoopback, serverOfWholeRequests } from './test-servers.js'
 
 export interface ReceivedDelivery {
   readonly id: string
@@ -29,24 +29,20 @@ export class WebhookReceiver {
   private listeningPort = 0
 
   private constructor () {
-    this.server = createServer((request, response) => {
-      const chunks: Buffer[] = []
-      request.on('data', (chunk: Buffer) => chunks.push(chunk))
-      request.on('end', () => {
-        const body = Buffer.concat(chunks).toString('utf8')
-        const delivery: ReceivedDelivery = {
-          id: String(request.headers['webhook-id']),
-          timestamp: Number(request.headers['webhook-timestamp']),
-          type: String(request.headers['webhook-event']),
-          body,
-          headers: request.headers,
-          verified: this.verifies(body, request.headers),
-          receivedAt: Date.now()
-        }
-        this.deliveries.push(delivery)
-        const { status, delayMs = 0, headers = {} } = this.answer(delivery)
-        setTimeout(() => { response.writeHead(status, headers).end() }, delayMs)
-      })
+    this.server = serverOfWholeRequests((request, received, response) => {
+      const body = received.toString('utf8')
+      const delivery: ReceivedDelivery = {
+        id: String(request.headers['webhook-id']),
+        timestamp: Number(request.headers['webhook-timestamp']),
+        type: String(request.headers['webhook-event']),
+        body,
+        headers: request.headers,
+        verified: this.verifies(body, request.headers),
+        receivedAt: Date.now()
+      }
+      this.deliveries.push(delivery)
+      const { status, delayMs = 0, headers = {} } = this.answer(delivery)
+      setTimeout(() => { response.writeHead(status, headers).end() }, delayMs)
     })
   }
 

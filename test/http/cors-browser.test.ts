@@ -4,7 +4,7 @@ import { chromium, type Browser } from 'playwright-core'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { findChromium, HEADLESS_CHROMIUM_ARGS } from '../../scripts/chromium.js'
 import { buildTestApp, TEST_TOKEN } from '../helpers/app.js'
-import { listenOnLoopback } from '../helpers/loopback.js'
+import { listenOnLoopback } from '../helpers/test-servers.js'
 
 /** What a page's script saw of one answer: status, the headers it asked for (null when hidden from it), body. */
 interface Seen {

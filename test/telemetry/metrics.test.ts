@@ -14,7 +14,7 @@ import { freePort } from '../../scripts/embedded-postgres.js'
 import { spawnServer, startServer } from '../helpers/server-process.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 import { subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
-import { listenOnLoopback } from '../helpers/loopback.js'
+import { listenOnLoopback } from '../helpers/test-servers.js'
 
 interface Sample { labels?: Record<string, string>, value?: string }
 interface Family { name: string, help: string, type: string, metrics: Sample[] }

@@ -1,3 +1,4 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Server } from 'node:net'
 import { onTestFinished } from 'vitest'
 
@@ -10,4 +11,13 @@ export async function listenOnLoopback (server: Server, close = () => closeServe
 
 function closeServer (server: Server): Promise<void> {
   return new Promise((resolve) => { server.close(() => { resolve() }) })
+}
+
+/** An HTTP server whose handler gets each request with its whole body. */
+export function serverOfWholeRequests (handle: (request: IncomingMessage, body: Buffer, response: ServerResponse) => void) {
+  return createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on('data', (chunk: Buffer) => chunks.push(chunk))
+    request.on('end', () => { handle(request, Buffer.concat(chunks), response) })
+  })
 }
