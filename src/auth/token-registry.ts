@@ -2,7 +2,8 @@ import { randomUUID, timingSafeEqual } from 'node:crypto'
 import {
   isLive, newestFirst, type AccessTokenRecord, type AccessTokenStore, type VerifiableAccessToken
 } from '../store/access-token-store.js'
-import { canonicalScopes, scopeSetOf, SCOPES, type Scope, type ScopeSet } from './scopes.js'
+import { scopeSetOf, type ScopeSet } from './scope-sets.js'
+import { canonicalScopes, SCOPES, type Scope } from '../store/scopes.js'
 import { digestToken, generateToken, type ConfiguredToken } from './tokens.js'
 
 /** Who a request's token is: what the log line, the rate limit and the scope check need, never the token. */

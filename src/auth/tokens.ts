@@ -1,5 +1,6 @@
 import { hash, randomBytes } from 'node:crypto'
-import { isScope, PLANT_SCOPES, type Scope } from './scopes.js'
+import { isScope, PLANT_SCOPES } from './scope-sets.js'
+import type { Scope } from '../store/scopes.js'
 
 /** RFC 6750 §2.1 `b64token`: the only token syntax a Bearer credential may have. */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/

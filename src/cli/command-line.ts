@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { isScope, SCOPES, type Scope } from '../auth/scopes.js'
+import { isScope } from '../auth/scope-sets.js'
+import { SCOPES, type Scope } from '../store/scopes.js'
 import { TOKEN_NAME, TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { CREATE_USAGE, LIST_USAGE, MAIN_USAGE, REVOKE_USAGE, TOKENS_USAGE } from './usage.js'
 

@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Scope } from '../auth/scopes.js'
+import type { Scope } from '../store/scopes.js'
 import { sharedSchemas } from '../schemas/components.js'
 import type { WebhookEventType } from '../store/webhook-store.js'
 

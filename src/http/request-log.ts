@@ -2,7 +2,6 @@ import { hostname } from 'node:os'
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
 import { pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type LevelWithSilentOrString, type LogFn } from 'pino'
 import { jsonString } from '../json-text.js'
-import type { TraceIds } from '../telemetry/request-spans.js'
 
 /** Log paths that must never be written, whatever a future serializer adds. */
 export const logRedaction = {
@@ -13,7 +12,7 @@ export const logRedaction = {
 const INFO = pino.levels.values.info as number
 
 /** When tracing is on: the ids of a request's span, which its line carries as `trace_id` and `span_id`. */
-export type RequestTraceIds = (request: FastifyRequest) => TraceIds | undefined
+export type RequestTraceIds = (request: FastifyRequest) => { readonly traceId: string, readonly spanId: string } | undefined
 
 /**
  * One log line per completed request (method, path, client address, status, time, and the name of the

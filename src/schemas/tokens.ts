@@ -1,5 +1,6 @@
 import { Kind, Type, TypeRegistry, type Static } from '@sinclair/typebox'
-import { isScope, SCOPES, type Scope } from '../auth/scopes.js'
+import { isScope } from '../auth/scope-sets.js'
+import { SCOPES, type Scope } from '../store/scopes.js'
 import { GENERATED_TOKEN, TOKEN_NAME } from '../auth/tokens.js'
 import { component, DateTime, ref } from './kinds.js'
 

@@ -1,4 +1,4 @@
-import type { Scope } from '../auth/scopes.js'
+import type { Scope } from './scopes.js'
 
 /**
  * The part of the storage port that keeps access tokens (API.md, "Access tokens"). Only SHA-256

@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { scopesOfText, scopesText } from '../stored-scopes.js'
+import { scopesOfText, scopesText } from '../scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from '../access-token-store.js'
 import type { PostgresConnection } from './connection.js'
 import { announceTokenChange, type TokenChangeListener } from './token-changes.js'

@@ -1,7 +1,7 @@
 import type { SqliteDatabase } from './driver.js'
 import { unlessTransient } from './transient-errors.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from '../access-token-store.js'
-import { scopesOfText, scopesText } from '../stored-scopes.js'
+import { scopesOfText, scopesText } from '../scopes.js'
 
 interface TokenRow {
   readonly id: string

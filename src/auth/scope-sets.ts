@@ -1,6 +1,4 @@
-/** What a token may do (API.md, "Access tokens"): each operation needs exactly one of these. */
-export const SCOPES = ['plants:read', 'plants:write', 'admin'] as const
-export type Scope = typeof SCOPES[number]
+import type { Scope } from '../store/scopes.js'
 
 /** The scopes of a token as bits, so the per-request check is one AND. */
 export type ScopeSet = number
@@ -19,12 +17,6 @@ export function scopeSetOf (scopes: readonly Scope[]): ScopeSet {
 
 export function grants (set: ScopeSet, scope: Scope): boolean {
   return (set & SCOPE_BIT[scope]) !== 0
-}
-
-/** Scopes in their canonical order, without repeats: how they are stored and shown. */
-export function canonicalScopes (scopes: Iterable<string>): Scope[] {
-  const wanted = new Set(scopes)
-  return SCOPES.filter((scope) => wanted.has(scope))
 }
 
 /** A token that plain `PLANTSTORE_TOKENS` entries and tokens of earlier releases carry. */
