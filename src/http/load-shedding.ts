@@ -3,10 +3,18 @@ import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { overloaded } from '../errors.js'
-import type { ServiceMetrics } from '../telemetry/metrics.js'
 import { sendError } from './send-error.js'
 
 const START_UP_GRACE_MS = 2000
+
+export type ShedReason = 'in_flight' | 'event_loop'
+
+/** What watches the shedding: the service's metrics, when they are on. */
+export interface SheddingObserver {
+  /** Where the number of requests in flight is read from. */
+  countInFlightWith (read: () => number): void
+  requestShed (reason: ShedReason): void
+}
 
 export interface LoadSheddingOptions {
   /** Event-loop delay above which new requests are shed; 0 turns this signal off. */
@@ -14,7 +22,7 @@ export interface LoadSheddingOptions {
   /** Requests being answered at once above which new ones are shed; 0 turns this signal off. */
   readonly maxInFlightRequests: number
   /** Told how many requests are in flight (counted even without a limit) and about every shed one. */
-  readonly metrics?: ServiceMetrics | undefined
+  readonly metrics?: SheddingObserver | undefined
 }
 
 /** Liveness, whatever query string it carries. (From the URL: `request.routeOptions` builds an object per call.) */

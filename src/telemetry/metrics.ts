@@ -3,6 +3,7 @@ import type { PlantStore, StoreObserver } from '../store/plant-store.js'
 import type { DeliveryObserver } from '../webhooks/dispatcher.js'
 import { FastHistogram } from './fast-histogram.js'
 import { wrappedStore } from './wrapped-store.js'
+import type { SheddingObserver, ShedReason } from '../http/load-shedding.js'
 
 /** Request latency: sub-millisecond answers are the norm here, so the buckets start at 0.5 ms. */
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -10,15 +11,13 @@ const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 /** How long a scrape waits for the store's ping and backlog before reporting them unknown. */
 const SCRAPE_STORE_TIMEOUT_MS = 2000
 
-export type ShedReason = 'in_flight' | 'event_loop'
-
 /**
  * Every metric the service exposes, in one registry per app (tests build many apps in one process).
  * Names follow Prometheus' conventions; the request histogram has fastify-metrics' name and labels, so
  * existing dashboards work. The hot paths (a request, a store call) only add to a FastHistogram's
  * counters; everything that needs a query (store up, webhook backlog, pool use) is read at scrape time.
  */
-export class ServiceMetrics {
+export class ServiceMetrics implements SheddingObserver {
   readonly registry = new Registry()
   readonly requestDuration = new FastHistogram({
     name: 'http_request_duration_seconds',

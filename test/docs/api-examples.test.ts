@@ -39,7 +39,7 @@ describe(PAGE, () => {
   it('answers every example as the page shows it, in page order, on one fresh SQLite store', async () => {
     const examples = httpExamplesOf(PAGE, readFileSync(PAGE, 'utf8'))
     const sqlite = backends.find((backend) => backend.name === 'sqlite')
-    if (sqlite === undefined) throw new Error('test/helper.ts has no sqlite backend')
+    if (sqlite === undefined) throw new Error('test/helpers/app.ts has no sqlite backend')
     const app = await buildTestApp({ store: await sqlite.open(), tokens: SERVER_TOKENS, config: SERVER_CONFIG })
     await app.listen({ port: 0, host: '127.0.0.1' })
     const { port } = app.server.address() as AddressInfo

@@ -9,7 +9,8 @@ const README_LIMIT_BYTES = 25 * 1024
 
 const manualPages = (): string[] => [
   'README.md',
-  ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)
+  ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`),
+  'deploy/kubernetes/README.md'
 ]
 
 interface Link {
@@ -114,7 +115,7 @@ function problemsOf (page: string): string[] {
   return problems
 }
 
-describe('The manual: README.md and docs/*.md', () => {
+describe('The manual: README.md, docs/*.md and deploy/kubernetes/README.md', () => {
   it('reads GitHub anchors the way GitHub makes them', () => {
     expect(headingSlug('Behind a proxy: `TRUST_PROXY`')).toBe('behind-a-proxy-trust_proxy')
     expect(headingSlug('Browsers (CORS)')).toBe('browsers-cors')

@@ -12,7 +12,7 @@ import { authenticatedOperationErrors, bodyErrors, createdWithSecret, errorRespo
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-/** `/admin/tokens`: access tokens as data (API.md, "Access tokens"). */
+/** `/admin/tokens`: access tokens as data (docs/api.md, "Access tokens: `/admin/tokens`"). */
 export async function accessTokenRoutes (app: FastifyInstance, options: { readonly accessTokens: AccessTokenRegistry }): Promise<void> {
   const { accessTokens } = options
   const tokens = app.withTypeProvider<TypeBoxTypeProvider>()

@@ -20,7 +20,7 @@ export interface WebhookRoutesOptions {
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-/** `/admin/webhooks`: subscriptions and their delivery attempts (API.md, "Webhooks"). */
+/** `/admin/webhooks`: subscriptions and their delivery attempts (docs/api.md, "Webhooks: `/admin/webhooks`"). */
 export async function webhookRoutes (app: FastifyInstance, options: WebhookRoutesOptions): Promise<void> {
   const { webhooks, secrets, allowPrivateNetworks } = options
   const routes = app.withTypeProvider<TypeBoxTypeProvider>()
