@@ -11,7 +11,8 @@ export type ChangeOperation =
   | { readonly kind: 'patch', readonly id: bigint, readonly patch: PlantPatchRecord, readonly expected?: Expectation | undefined }
   | { readonly kind: 'delete', readonly id: bigint, readonly expected?: Expectation | undefined }
 
-export type WriteOutcome = CreateOutcome | PutOutcome | PatchOutcome | DeleteOutcome
+export type ChangeOutcome = PutOutcome | PatchOutcome | DeleteOutcome
+export type WriteOutcome = CreateOutcome | ChangeOutcome
 
 export type WriteResult<Operation extends WriteOperation> =
   Operation extends { kind: 'create' } ? CreateOutcome
@@ -25,7 +26,7 @@ export function idOf (operation: WriteOperation): bigint {
 
 /** What a change does to the plant its id names: its outcome, and the plant stored afterwards (undefined: none). */
 export interface ChangeDecision {
-  readonly outcome: PutOutcome | PatchOutcome | DeleteOutcome
+  readonly outcome: ChangeOutcome
   readonly after: PlantRecord | undefined
 }
 

@@ -1,6 +1,6 @@
 import { GroupCommit } from '../group-commit.js'
 import { outcomeOfMeeting, recordOfRow } from '../plant-store.js'
-import { decideChange, type WriteOperation, type WriteOutcome } from '../write-operations.js'
+import type { WriteOperation, WriteOutcome } from '../write-operations.js'
 import { asUnavailable } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
 import type { WriteEffect } from './writer-protocol.js'
@@ -9,8 +9,8 @@ const MAX_BATCH_SIZE = 256
 
 /**
  * Plant writes, group-committed by the writer thread (writer-plants.ts): the writes that arrive while
- * one batch commits share the next transaction and fsync. The thread reports what each write met; the
- * outcome follows from that here, by the rules every adapter shares.
+ * one batch commits share the next transaction and fsync. The thread reports each change's outcome and
+ * the row each create met.
  */
 export function sqliteGroupCommit (writer: SqliteWriter, onBatchCommitted: ((size: number) => void) | undefined): GroupCommit {
   const commitBatch = async (operations: readonly WriteOperation[]) => {
@@ -28,8 +28,8 @@ export function sqliteGroupCommit (writer: SqliteWriter, onBatchCommitted: ((siz
 /** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
 function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined): WriteOutcome {
   if (operation.kind !== 'create') {
-    if (effect === undefined || !('before' in effect)) throw new Error('the SQLite writer answered out of step')
-    return decideChange(operation, effect.before === undefined ? undefined : recordOfRow(effect.before)).outcome
+    if (effect === undefined || !('outcome' in effect)) throw new Error('the SQLite writer answered out of step')
+    return effect.outcome
   }
   const { plant } = operation
   if (effect === undefined || !('inserted' in effect)) throw new Error('the SQLite writer answered out of step')

@@ -9,9 +9,9 @@ interface Subscriber { readonly id: string, readonly events: string }
 const INSERTED: WriteEffect = { inserted: true }
 
 /**
- * The writer thread's plant writes: each batch in one transaction. What the results mean (created,
- * replayed, conflict, stale, …) is told apart by the adapter on the main thread; a change applies the
- * rules of `decideChange` to its row here. A write that changed a row records its event in the same
+ * The writer thread's plant writes: each batch in one transaction. A change applies the rules of
+ * `decideChange` to its row here and reports the outcome; a create reports the row it met, and the
+ * adapter on the main thread tells a replay from a conflict. A write that changed a row records its event in the same
  * transaction, one outbox row per enabled subscription that wants it.
  */
 export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOperation[]) => WriteEffect[] {
@@ -58,7 +58,7 @@ export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOpe
     } else if (outcome.status !== 'stale' && after !== undefined) {
       store(before, after)
     }
-    return { before }
+    return { outcome }
   }
 
   const create = (plant: PlantRecord): WriteEffect => {

@@ -3,7 +3,7 @@
  * (writer-thread.ts). They cross by structured clone, so ids stay `bigint`.
  */
 import type { PlantRow } from '../plant-store.js'
-import type { WriteOperation } from '../write-operations.js'
+import type { ChangeOutcome, WriteOperation } from '../write-operations.js'
 import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscriptionRecord, OutboxRow, SettledAttempt } from '../webhook-store.js'
 
 /** What the writer thread is started with: its `workerData`. */
@@ -13,13 +13,13 @@ export interface WriterThreadData {
 }
 
 /**
- * What the writer thread reports for one write: a create stored, or the row it met; for a change, the
- * row its id had before it (its outcome follows from that row and `decideChange`).
+ * What the writer thread reports for one write: a create stored, or the row it met (whether that is a
+ * replay or a conflict is told on the main thread); for a change, its outcome by `decideChange`.
  */
 export type WriteEffect =
   | { readonly inserted: true }
   | { readonly inserted: false, readonly existing: PlantRow | undefined }
-  | { readonly before: PlantRow | undefined }
+  | { readonly outcome: ChangeOutcome }
 
 /** The part of a claimed delivery the writer needs to record an attempt; its body, URL and secret stay behind. */
 export type SettledDelivery = Pick<ClaimedDelivery, 'id' | 'subscriptionId' | 'eventId' | 'type' | 'attempts'>
