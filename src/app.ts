@@ -178,7 +178,8 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     prefix: '/admin',
     accessTokens,
     rateLimitPerMinute: config.rateLimitPerMinute ?? 0,
-    webhooks: { webhooks: store.webhooks, secrets, allowPrivateNetworks: webhookConfig.allowPrivateNetworks }
+    webhooks: { webhooks: store.webhooks, secrets, allowPrivateNetworks: webhookConfig.allowPrivateNetworks },
+    export: { store }
   })
 
   await app.ready()

@@ -1,16 +1,17 @@
 #!/usr/bin/env node
 import { AccessTokenRegistry } from './auth/token-registry.js'
 import { parseCommandLine, UsageError, type Invocation } from './cli/command-line.js'
+import { runDataCommand } from './cli/data-commands.js'
 import { CommandFailure, runTokenCommand } from './cli/token-commands.js'
 import { InvalidConfigError, loadConfig, loadDotEnvFile } from './config.js'
 import { openStore } from './store/open-store.js'
 import { StoreUnavailableError } from './store/plant-store.js'
 
 /**
- * Entry point of the `plantstore` command (`plantstore tokens create|list|revoke`): reads the
- * configuration as the service does, opens the same store and changes its tokens through the same
- * registry. Exit codes: 0 success, 1 the operation failed, 2 usage error. Output goes to stdout only on
- * success; each error is one line on stderr, never holding a token.
+ * Entry point of the `plantstore` command: reads the configuration as the service does and opens the
+ * same store. `tokens create|list|revoke` change its tokens through the service's registry; backup,
+ * restore, export, import and copy move its data (cli/data-commands.ts). Exit codes: 0 success, 1 the
+ * operation failed, 2 usage error. Each error is one line on stderr, never holding a token.
  */
 async function main (args: readonly string[]): Promise<number> {
   let invocation: Invocation
@@ -28,6 +29,9 @@ async function main (args: readonly string[]): Promise<number> {
   try {
     loadDotEnvFile()
     const config = loadConfig()
+    if (invocation.command !== 'tokens create' && invocation.command !== 'tokens list' && invocation.command !== 'tokens revoke') {
+      return await runDataCommand(invocation, config)
+    }
     if (config.databaseUrl === 'memory:') {
       throw new CommandFailure('DATABASE_URL is "memory:": the tokens of a memory store live only inside the running service; ' +
         'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}')

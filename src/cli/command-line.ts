@@ -1,171 +1,22 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { isScope } from '../auth/scope-sets.js'
-import { SCOPES, type Scope } from '../store/scopes.js'
-import { TOKEN_NAME, TOKEN_NAME_RULE } from '../auth/tokens.js'
-import { CREATE_USAGE, LIST_USAGE, MAIN_USAGE, REVOKE_USAGE, TOKENS_USAGE } from './usage.js'
+import { DATA_COMMANDS, isDataCommand, parseDataCommand, type DataInvocation } from './data-command-line.js'
+import { isHelp, UsageError, type HelpInvocation } from './options.js'
+import { parseTokensCommand, type TokenInvocation } from './token-command-line.js'
+import { MAIN_USAGE } from './usage.js'
+
+export { UsageError } from './options.js'
 
 /** What the command line asks for, checked: nothing here has touched the configuration or the store. */
-export type Invocation =
-  | { readonly command: 'help', readonly text: string }
-  | {
-    readonly command: 'tokens create'
-    readonly name: string
-    readonly scopes: readonly Scope[]
-    /** How long the token lives, in milliseconds; absent for a token that does not expire. */
-    readonly expiresInMs?: number
-    readonly json: boolean
-  }
-  | { readonly command: 'tokens list', readonly json: boolean }
-  | { readonly command: 'tokens revoke', readonly idOrName: string, readonly json: boolean }
+export type Invocation = HelpInvocation | TokenInvocation | DataInvocation
 
-/** The command line is wrong (exit code 2): the message says what, and where to find the usage. */
-export class UsageError extends Error {
-  constructor (message: string, helpCommand = 'plantstore') {
-    super(`${message} (see "${helpCommand} --help")`)
-    this.name = 'UsageError'
-  }
-}
-
-const HELP = { help: { type: 'boolean', short: 'h' } } as const
-const JSON_OPTION = { json: { type: 'boolean' } } as const
-
-const DURATION = /^([1-9]\d{0,15})([smhdw])$/
-const UNIT_MS: Readonly<Record<string, number>> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }
-/** RFC 3339 has four-digit years: an expiry must be shown as one. */
-const LAST_EXPIRY_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
-
-const isHelp = (arg: string | undefined) => arg === '-h' || arg === '--help'
+const COMMANDS = `the commands are tokens create, tokens list, tokens revoke, ${DATA_COMMANDS.join(', ')}`
 
 /** Reads `plantstore …`'s arguments (without the node and script paths); throws UsageError. */
 export function parseCommandLine (args: readonly string[], now = Date.now()): Invocation {
-  const [command, subcommand, ...rest] = args
-  if (command === undefined) throw new UsageError('no command given; the commands are tokens create, tokens list and tokens revoke')
+  const [command, ...rest] = args
+  if (command === undefined) throw new UsageError(`no command given; ${COMMANDS}`)
   if (isHelp(command)) return { command: 'help', text: MAIN_USAGE }
   if (command.startsWith('-')) throw new UsageError(`unknown option ${JSON.stringify(command)}`)
-  if (command !== 'tokens') throw new UsageError(`unknown command ${JSON.stringify(command)}; the commands are tokens create, tokens list and tokens revoke`)
-
-  if (subcommand === undefined) throw new UsageError('tokens needs a command: create, list or revoke', 'plantstore tokens')
-  if (isHelp(subcommand)) return { command: 'help', text: TOKENS_USAGE }
-  if (subcommand.startsWith('-')) throw new UsageError(`unknown option ${JSON.stringify(subcommand)} for "tokens"`, 'plantstore tokens')
-  switch (subcommand) {
-    case 'create': return parseCreate(rest, now)
-    case 'list': return parseList(rest)
-    case 'revoke': return parseRevoke(rest)
-    default:
-      throw new UsageError(`unknown command ${JSON.stringify(`tokens ${subcommand}`)}; the tokens commands are create, list and revoke`, 'plantstore tokens')
-  }
-}
-
-function parseCreate (args: readonly string[], now: number): Invocation {
-  const parsed = parseOptions(args, 'tokens create', CREATE_USAGE, {
-    name: { type: 'string' }, scopes: { type: 'string' }, 'expires-in': { type: 'string' }, ...JSON_OPTION
-  }, false)
-  if (parsed.command === 'help') return parsed
-  const { values } = parsed
-  const fail = (message: string) => new UsageError(message, 'plantstore tokens create')
-  const text = (option: string) => { const value = values[option]; return typeof value === 'string' ? value : undefined }
-  const name = text('name')
-  const scopesText = text('scopes')
-  const expiresIn = text('expires-in')
-  if (name === undefined) throw fail('tokens create needs --name')
-  if (scopesText === undefined) throw fail('tokens create needs --scopes')
-  if (!TOKEN_NAME.test(name)) {
-    throw fail(`--name ${TOKEN_NAME_RULE}, got ${JSON.stringify(name)}`)
-  }
-  const scopes = parseScopes(scopesText, fail)
-  const expiresInMs = expiresIn === undefined ? undefined : parseDuration(expiresIn, now, fail)
-  return {
-    command: 'tokens create',
-    name,
-    scopes,
-    ...(expiresInMs === undefined ? {} : { expiresInMs }),
-    json: values.json === true
-  }
-}
-
-function parseList (args: readonly string[]): Invocation {
-  const parsed = parseOptions(args, 'tokens list', LIST_USAGE, JSON_OPTION, false)
-  if (parsed.command === 'help') return parsed
-  return { command: 'tokens list', json: parsed.values.json === true }
-}
-
-function parseRevoke (args: readonly string[]): Invocation {
-  const parsed = parseOptions(args, 'tokens revoke', REVOKE_USAGE, JSON_OPTION, true)
-  if (parsed.command === 'help') return parsed
-  const [idOrName, ...more] = parsed.positionals
-  const fail = (message: string) => new UsageError(message, 'plantstore tokens revoke')
-  if (idOrName === undefined || idOrName === '') throw fail('tokens revoke needs the id or the name of a token')
-  if (more.length > 0) throw fail(`tokens revoke takes one id or name, got ${parsed.positionals.length}`)
-  return { command: 'tokens revoke', idOrName, json: parsed.values.json === true }
-}
-
-type Options = NonNullable<ParseArgsConfig['options']>
-type Values = Record<string, string | boolean | undefined>
-
-/**
- * `parseArgs` in strict mode, with its errors turned into one-line usage errors and an option given
- * twice refused (it would otherwise take the last silently). `--help` anywhere before `--` wins over
- * every other problem of the line.
- */
-function parseOptions (args: readonly string[], command: string, usage: string, options: Options, allowPositionals: boolean):
-  { readonly command: 'help', readonly text: string } | { readonly command: 'parsed', readonly values: Values, readonly positionals: string[] } {
-  const helpCommand = `plantstore ${command}`
-  let parsed
-  try {
-    parsed = parseArgs({ args: [...args], options: { ...options, ...HELP }, strict: true, allowPositionals, tokens: true })
-  } catch (error) {
-    const beforeDashes = args.indexOf('--') === -1 ? args : args.slice(0, args.indexOf('--'))
-    if (beforeDashes.some(isHelp)) return { command: 'help', text: usage }
-    throw new UsageError(describeParseError(error, command), helpCommand)
-  }
-  if (parsed.values.help === true) return { command: 'help', text: usage }
-  const seen = new Set<string>()
-  for (const token of parsed.tokens) {
-    if (token.kind !== 'option') continue
-    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`, helpCommand)
-    seen.add(token.name)
-  }
-  return { command: 'parsed', values: parsed.values, positionals: parsed.positionals }
-}
-
-/** One line from `parseArgs`'s error, naming the option (Node's own text spans lines and speaks of "arguments"). */
-function describeParseError (error: unknown, command: string): string {
-  const { code, message } = error as { code?: unknown, message: string }
-  const quoted = /'([^']*)'/.exec(message)?.[1]?.replace(/ <value>$/, '')
-  if (quoted !== undefined) {
-    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option ${JSON.stringify(quoted)} for "${command}"`
-    if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return `unexpected argument ${JSON.stringify(quoted)} for "${command}"`
-    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
-      return /does not take an argument/.test(message)
-        ? `${quoted} takes no value`
-        : `${quoted} needs a value; write ${quoted}=VALUE for one that starts with "-"`
-    }
-  }
-  return message.split('\n')[0] ?? message
-}
-
-/** `plants:read,admin` → the scopes in canonical order; each known, none repeated, at least one. */
-function parseScopes (text: string, fail: (message: string) => UsageError): Scope[] {
-  const known = `scopes are ${SCOPES.join(', ')}, separated by commas`
-  const scopes = text.split(',').map((scope) => scope.trim())
-  if (scopes.every((scope) => scope === '')) throw fail(`--scopes needs at least one scope; ${known}`)
-  const seen = new Set<string>()
-  for (const scope of scopes) {
-    if (scope === '') throw fail(`--scopes has an empty entry in ${JSON.stringify(text)}; ${known}`)
-    if (!isScope(scope)) throw fail(`--scopes has the unknown scope ${JSON.stringify(scope)}; ${known}`)
-    if (seen.has(scope)) throw fail(`--scopes names ${JSON.stringify(scope)} more than once`)
-    seen.add(scope)
-  }
-  return SCOPES.filter((scope) => seen.has(scope))
-}
-
-/** `90m`, `30d` → milliseconds; the expiry it gives must be a date with a four-digit year. */
-function parseDuration (text: string, now: number, fail: (message: string) => UsageError): number {
-  const match = DURATION.exec(text)
-  if (match === null) {
-    throw fail(`--expires-in must be a positive whole number followed by s, m, h, d or w (like 90m or 30d), got ${JSON.stringify(text)}`)
-  }
-  const ms = Number(match[1]) * (UNIT_MS[match[2] as string] as number)
-  if (now + ms > LAST_EXPIRY_MS) throw fail(`--expires-in ${text} would end after the year 9999`)
-  return ms
+  if (command === 'tokens') return parseTokensCommand(rest, now)
+  if (isDataCommand(command)) return parseDataCommand(command, rest)
+  throw new UsageError(`unknown command ${JSON.stringify(command)}; ${COMMANDS}`)
 }

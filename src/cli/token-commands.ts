@@ -1,7 +1,7 @@
 import { tokenRecordDocument, tokenViewDocument } from '../auth/token-documents.js'
 import type { AccessTokenRegistry, TokenView } from '../auth/token-registry.js'
 import { isLive, type AccessTokenRecord } from '../store/access-token-store.js'
-import type { Invocation } from './command-line.js'
+import type { TokenInvocation } from './token-command-line.js'
 
 /** The operation did not happen (exit code 1): a name taken, no such token, a token of the environment. */
 export class CommandFailure extends Error {
@@ -10,8 +10,6 @@ export class CommandFailure extends Error {
     this.name = 'CommandFailure'
   }
 }
-
-type TokenInvocation = Exclude<Invocation, { readonly command: 'help' }>
 
 /**
  * Runs a `plantstore tokens …` command with the registry the service uses, and resolves with all that

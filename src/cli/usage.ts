@@ -8,23 +8,28 @@ const EXIT_CODES = `Exit codes:
   2  usage error: unknown command or option, missing or bad value
 `
 
-const ENVIRONMENT = `Configuration: DATABASE_URL (or DATABASE_URL_FILE), PLANTSTORE_TOKENS (or PLANTSTORE_TOKENS_FILE) and the
+export const ENVIRONMENT = `Configuration: DATABASE_URL (or DATABASE_URL_FILE), PLANTSTORE_TOKENS (or PLANTSTORE_TOKENS_FILE) and the
 other variables are read exactly as the service reads them, from the environment and from .env in the
 working directory. Errors go to stderr, one line each, starting with "plantstore: ".
 `
 
 export const MAIN_USAGE = `Usage: plantstore <command> [options]
 
-Manages the access tokens of a plantstore database directly, for operators who can reach the database.
-A running service picks up a change within 2 seconds, without a restart.
+Works on a plantstore database directly, for operators who can reach the database: its access tokens
+(a running service picks up a change within 2 seconds, without a restart), its backups, and its data.
 
 Commands:
   tokens create   make an access token (its token is shown only then)
   tokens list     list the access tokens of the store and of PLANTSTORE_TOKENS
   tokens revoke   revoke an access token by id or name
+  backup FILE     copy the running SQLite store to FILE, consistently
+  restore FILE    replace the SQLite store (no service running) with a backup
+  export          write the plants as NDJSON
+  import FILE|-   create the plants of an NDJSON file
+  copy            copy a whole store between SQLite and PostgreSQL
 
 Options:
-  -h, --help      show this help; "plantstore tokens <command> --help" shows a command's own
+  -h, --help      show this help; "plantstore <command> --help" shows a command's own
 
 ${ENVIRONMENT}
 ${EXIT_CODES}`

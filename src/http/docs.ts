@@ -108,6 +108,7 @@ export const openApiDocument = fp(async function openApiDocument (app: FastifyIn
         { name: 'plants', description: 'The plant store' },
         { name: 'tokens', description: 'Access tokens: create, list and revoke them (scope `admin`)' },
         { name: 'webhooks', description: 'Webhook subscriptions (scope `admin`), their delivery attempts, and the signed events posted to them' },
+        { name: 'export', description: 'Every plant as NDJSON, for backups and moves between stores (scope `admin`)' },
         { name: 'operations', description: 'Probes and documentation for operators' }
       ],
       components: {

@@ -58,7 +58,10 @@ export type DeleteOutcome = { readonly status: 'deleted' | 'not-found' } | Stale
  */
 export type PlantJson = string
 
-/** A page of plants: `json` is a JSON array of PlantJson documents. */
+/**
+ * A page of plants: `json` is a JSON array of PlantJson documents, or, when the request asked for
+ * `lines`, NDJSON: each document followed by a line feed (no text at all for an empty page).
+ */
 export interface PlantPage {
   readonly json: string
   /** The last id on this page when more plants follow it; absent on the last page. */
@@ -70,6 +73,8 @@ export interface PageRequest {
   readonly limit: number
   /** Only plants whose tag is exactly this (an index serves it); plants without a tag never match. */
   readonly tag?: string
+  /** The page as NDJSON lines instead of a JSON array: what an export streams. */
+  readonly lines?: boolean
 }
 
 export interface PlantStore {
@@ -184,12 +189,17 @@ export function plantJsonOfTag (tag: string): (id: bigint | string, name: string
 }
 
 /**
- * The page of `limit` plants out of `documents`, which holds the page's documents and, when more plants
- * follow, one more (read to find that out); `idOf(index)` is the id of a document.
+ * The page of `request.limit` plants out of `documents`, which holds the page's documents and, when more
+ * plants follow, one more (read to find that out); `idOf(index)` is the id of a document.
  */
-export function pageOf (documents: readonly PlantJson[], limit: number, idOf: (index: number) => bigint): PlantPage {
-  if (documents.length <= limit) return { json: `[${documents.join(',')}]` }
-  return { json: `[${documents.slice(0, limit).join(',')}]`, nextAfter: idOf(limit - 1) }
+export function pageOf (documents: readonly PlantJson[], request: PageRequest, idOf: (index: number) => bigint): PlantPage {
+  const { limit } = request
+  const more = documents.length > limit
+  const page = more ? documents.slice(0, limit) : documents
+  const json = request.lines === true
+    ? (page.length === 0 ? '' : `${page.join('\n')}\n`)
+    : `[${page.join(',')}]`
+  return more ? { json, nextAfter: idOf(limit - 1) } : { json }
 }
 
 /** Thrown by adapters when the database cannot serve the request right now (busy, down, full); a 503. */

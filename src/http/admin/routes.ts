@@ -3,6 +3,7 @@ import { bearerAuth } from '../../auth/bearer.js'
 import { perTokenRateLimit } from '../../auth/rate-limit.js'
 import type { AccessTokenRegistry } from '../../auth/token-registry.js'
 import { answerUnmatched } from '../method-not-allowed.js'
+import { exportRoutes, type ExportRoutesOptions } from './export.js'
 import { accessTokenRoutes } from './tokens.js'
 import { webhookRoutes, type WebhookRoutesOptions } from './webhooks.js'
 
@@ -10,6 +11,7 @@ export interface AdminRoutesOptions {
   readonly accessTokens: AccessTokenRegistry
   readonly rateLimitPerMinute: number
   readonly webhooks: WebhookRoutesOptions
+  readonly export: ExportRoutesOptions
 }
 
 /**
@@ -22,4 +24,5 @@ export async function adminRoutes (app: FastifyInstance, options: AdminRoutesOpt
   app.setNotFoundHandler(answerUnmatched)
   await app.register(accessTokenRoutes, { prefix: '/tokens', accessTokens: options.accessTokens })
   await app.register(webhookRoutes, { prefix: '/webhooks', ...options.webhooks })
+  await app.register(exportRoutes, { prefix: '/export', ...options.export })
 }

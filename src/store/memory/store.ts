@@ -61,13 +61,14 @@ export function openMemoryStore (): PlantStore {
       const plant = plants.get(id)
       return plant === undefined ? undefined : plantJson(plant.id, plant.name, plant.tag)
     },
-    async list ({ after, limit, tag }) {
+    async list (request) {
+      const { after, limit, tag } = request
       const ids = (tag === undefined ? allIds : idsByTag.get(tag) ?? new SortedIds()).page(after, limit + 1)
       const documents = ids.map((id) => {
         const plant = plants.get(id) as PlantRecord
         return plantJson(plant.id, plant.name, plant.tag)
       })
-      return pageOf(documents, limit, (index) => ids[index] as bigint)
+      return pageOf(documents, request, (index) => ids[index] as bigint)
     },
     put (plant, expected) {
       return change({ kind: 'put', plant, expected })

@@ -58,11 +58,12 @@ export function postgresPlantReads (
     get (id) {
       return reads.read(id)
     },
-    async list ({ after, limit, tag }) {
+    async list (request) {
+      const { after, limit, tag } = request
       const { rows } = await connection.query<PlantText>(tag === undefined
         ? (after === undefined ? { ...LIST_FIRST, values: [limit + 1] } : { ...LIST_AFTER, values: [after.toString(), limit + 1] })
         : (after === undefined ? { ...LIST_TAG_FIRST, values: [tag, limit + 1] } : { ...LIST_TAG_AFTER, values: [tag, after.toString(), limit + 1] }))
-      return pageOf(rows.map(([id, name, tag]) => plantJson(id, name, tag)), limit, (index) => BigInt(rows[index]?.[0] ?? ''))
+      return pageOf(rows.map(([id, name, tag]) => plantJson(id, name, tag)), request, (index) => BigInt(rows[index]?.[0] ?? ''))
     }
   }
 }

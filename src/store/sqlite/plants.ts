@@ -46,7 +46,8 @@ export function sqlitePlantReads (db: SqliteDatabase, onReadBatch: ((size: numbe
     get (id) {
       return reads.read(id)
     },
-    async list ({ after, limit, tag }) {
+    async list (request) {
+      const { after, limit, tag } = request
       if (tag !== undefined) {
         const packed = unlessTransient(() => after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1))
         const plantOfTag = plantJsonOfTag(tag)
@@ -55,11 +56,11 @@ export function sqlitePlantReads (db: SqliteDatabase, onReadBatch: ((size: numbe
           const id = row.slice(0, idEnd)
           return { id, json: plantOfTag(id, row.slice(idEnd + 1)) }
         })
-        return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
+        return pageOf(plants.map((plant) => plant.json), request, (index) => BigInt(plants[index]?.id ?? ''))
       }
       const packed = unlessTransient(() => after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
       const plants = packed.map(unpack)
-      return pageOf(plants.map((plant) => plant.json), limit, (index) => BigInt(plants[index]?.id ?? ''))
+      return pageOf(plants.map((plant) => plant.json), request, (index) => BigInt(plants[index]?.id ?? ''))
     },
     whenIdle: () => reads.whenIdle()
   }

@@ -1,0 +1,85 @@
+/** The help texts of the commands that move a store's data: backup, restore, export, import, copy. */
+import { ENVIRONMENT } from './usage.js'
+
+const EXIT_CODES = `Exit codes:
+  0  success
+  1  the command failed, or (import, copy --merge) it finished but some lines or rows were not taken:
+     the reasons are on stderr, one line each
+  2  usage error: unknown command or option, missing or bad value
+`
+
+export const BACKUP_USAGE = `Usage: plantstore backup FILE [--force]
+
+Copies the SQLite store of DATABASE_URL to FILE while the service keeps running: a consistent snapshot
+holding every write acknowledged before the backup began (plants, access tokens, webhook subscriptions,
+their pending events, the schema version). The copy is written next to FILE under a temporary name,
+flushed to disk, and only then renamed to FILE: an interrupted backup never leaves a partial FILE.
+For PostgreSQL use pg_dump (docs/backups.md).
+
+Options:
+  --force        replace FILE if it exists (without it an existing FILE is refused and left untouched)
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${EXIT_CODES}`
+
+export const RESTORE_USAGE = `Usage: plantstore restore FILE [--force]
+
+Makes the SQLite store of DATABASE_URL a copy of the backup FILE. No service may be using the store:
+stop it first. FILE must be a plantstore store of a schema version this release knows; an older one is
+brought up to date. The store is replaced in one rename, never left half-written.
+
+Options:
+  --force        replace a store that exists (without it an existing store is refused and left untouched)
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${EXIT_CODES}`
+
+export const EXPORT_USAGE = `Usage: plantstore export [--tag TAG] [--out FILE [--force]]
+
+Writes every plant of the store of DATABASE_URL (any backend) as NDJSON: one JSON document per line, as
+GET /plants/{id} shows it, ordered by id, read in pages in constant memory. On a terminal, stderr shows
+the progress. GET /admin/export serves the same over HTTP.
+
+Options:
+  --tag TAG      only the plants with exactly this tag
+  --out FILE     write to FILE (through a temporary name, renamed when complete) instead of stdout
+  --force        replace FILE if it exists
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${EXIT_CODES}`
+
+export const IMPORT_USAGE = `Usage: plantstore import FILE|- [--on-conflict report|replace|fail] [--json]
+
+Creates the plants of an NDJSON file (an export's lines; - reads stdin) in the store of DATABASE_URL,
+through the store's batched writes. A line whose plant is stored already changes nothing, so importing
+a file twice changes nothing the second time. Each created or replaced plant raises its webhook event,
+as a POST or a PUT would. Every line that is not taken is reported on stderr with its line number.
+
+Options:
+  --on-conflict  what to do with a line whose id is stored with another name or tag:
+                   report   leave the stored plant, report the line (the default)
+                   replace  store the line's plant in its place
+                   fail     stop at that line; the lines before it stay imported
+  --json         print the counts as one JSON document
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${EXIT_CODES}`
+
+export const COPY_USAGE = `Usage: plantstore copy --from URL --to URL [--merge]
+
+Copies a whole store, SQLite or PostgreSQL, into another: plants, access tokens (their digests), webhook
+subscriptions (their secrets still sealed under WEBHOOK_SECRETS_KEY) and pending webhook events. A
+target that already holds data is refused unless --merge is given; a copy that was interrupted is
+finished by running the same command again. A URL's password may be left out and given in PGPASSWORD.
+
+Options:
+  --from URL     the store to copy: sqlite:PATH or postgres://...
+  --to URL       the store to copy into: sqlite:PATH or postgres://...
+  --merge        copy into a target that holds data: rows it lacks are added, rows it holds are kept
+  -h, --help     show this help
+
+${EXIT_CODES}`
