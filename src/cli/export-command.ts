@@ -1,6 +1,93 @@
+import { closeSync, openSync, writeSync } from 'node:fs'
 import type { Config } from '../config.js'
+import { AtomicFile } from '../transfer/atomic-file.js'
+import { exportPlants, plantsInChunk } from '../transfer/export.js'
+import { withCommandStore } from './command-store.js'
 import type { DataInvocation } from './data-command-line.js'
+import { unlessInterrupted } from './interruptions.js'
+import { ProgressLine } from './progress-line.js'
 
-export async function runExport (_invocation: Extract<DataInvocation, { command: 'export' }>, _config: Config): Promise<number> {
-  throw new Error('export is not built yet')
+type ExportInvocation = Extract<DataInvocation, { command: 'export' }>
+
+/**
+ * `plantstore export`: the store's plants as NDJSON to stdout or, through a temporary name, to `--out`.
+ * A summary line goes to stderr when writing a file (stdout is the data otherwise).
+ */
+export async function runExport (invocation: ExportInvocation, config: Config): Promise<number> {
+  // Refused before the store is opened: an existing file is never touched.
+  const file = invocation.out === undefined ? undefined : new AtomicFile(invocation.out, invocation.force, 'export')
+  return withCommandStore(config, 'export', 'use GET /admin/export with an admin token', async (store) => {
+    const chunks = exportPlants(store, invocation.tag === undefined ? {} : { tag: invocation.tag })
+    const progress = new ProgressLine('exported')
+    const startedAt = performance.now()
+    let plants = 0
+    const counted = async function * (): AsyncGenerator<string> {
+      for await (const chunk of chunks) {
+        plants += plantsInChunk(chunk)
+        progress.update(plants)
+        yield chunk
+      }
+    }
+    if (file === undefined) {
+      await writeToStandardOutput(counted())
+      progress.finish()
+      return 0
+    }
+    await unlessInterrupted(() => file.abandon(), async () => {
+      try {
+        await writeToFile(file.temporaryPath, counted())
+        file.commit()
+      } catch (error) {
+        file.abandon()
+        throw describeWriteError(error, file.path)
+      }
+    })
+    progress.finish()
+    const seconds = (performance.now() - startedAt) / 1000
+    process.stderr.write(`exported ${plants} plant${plants === 1 ? '' : 's'} to ${file.path} in ${seconds.toFixed(1)} s\n`)
+    return 0
+  })
+}
+
+async function writeToFile (path: string, chunks: AsyncIterable<string>): Promise<void> {
+  const descriptor = openSync(path, 'wx')
+  try {
+    for await (const chunk of chunks) writeSync(descriptor, chunk)
+  } finally {
+    closeSync(descriptor)
+  }
+}
+
+/** Writes with backpressure; a closed stdout (`| head`) ends the export as a failure, the store untouched. */
+async function writeToStandardOutput (chunks: AsyncIterable<string>): Promise<void> {
+  const stdout = process.stdout
+  let failure: Error | undefined
+  const onError = (error: Error): void => { failure = error }
+  stdout.on('error', onError)
+  try {
+    for await (const chunk of chunks) {
+      if (failure !== undefined) break
+      if (!stdout.write(chunk)) {
+        await new Promise<void>((resolve) => {
+          const done = (): void => { stdout.off('drain', done); stdout.off('error', done); resolve() }
+          stdout.once('drain', done)
+          stdout.once('error', done)
+        })
+      }
+    }
+    if (failure !== undefined) {
+      throw new Error(`standard output closed before the export ended (${(failure as NodeJS.ErrnoException).code ?? failure.message})`)
+    }
+  } finally {
+    stdout.off('error', onError)
+  }
+}
+
+function describeWriteError (error: unknown, path: string): Error {
+  const code = (error as NodeJS.ErrnoException).code
+  if (code === 'ENOSPC') return new Error(`the disk is full: the export to ${path} was not written`, { cause: error })
+  if (code === 'EACCES' || code === 'EROFS' || code === 'ENOENT') {
+    return new Error(`cannot write the export to ${path} (${code}); nothing was written`, { cause: error })
+  }
+  return error instanceof Error ? error : new Error(String(error))
 }

@@ -1,6 +1,90 @@
+import { createReadStream, statSync } from 'node:fs'
+import type { Readable } from 'node:stream'
 import type { Config } from '../config.js'
+import { importPlants, type ImportCounts, type ImportProblem, type ImportResult } from '../transfer/import.js'
+import { ndjsonLines } from '../transfer/ndjson-lines.js'
+import { withCommandStore } from './command-store.js'
 import type { DataInvocation } from './data-command-line.js'
+import { ProgressLine } from './progress-line.js'
 
-export async function runImport (_invocation: Extract<DataInvocation, { command: 'import' }>, _config: Config): Promise<number> {
-  throw new Error('import is not built yet')
+type ImportInvocation = Extract<DataInvocation, { command: 'import' }>
+
+/** Lines reported one by one on stderr; past them only their number is given, so a bad file cannot flood a terminal. */
+const REPORTED_PROBLEMS = 100
+
+/**
+ * `plantstore import FILE|-`: each line that is not taken goes to stderr with its number, then the counts
+ * go to stdout. Exit code 0 when every line was taken, 1 when one was not (a conflict left or stopped
+ * at, a rejected line) or the store failed.
+ */
+export async function runImport (invocation: ImportInvocation, config: Config): Promise<number> {
+  const { input, size, name } = openInput(invocation.file)
+  return withCommandStore(config, 'import', 'POST the plants to the service instead', async (store) => {
+    const progress = new ProgressLine('imported')
+    let problems = 0
+    const report = (problem: ImportProblem): void => {
+      problems++
+      if (problems > REPORTED_PROBLEMS) return
+      progress.finish()
+      process.stderr.write(`plantstore: ${name} line ${problem.line}: ${problem.kind === 'rejected' ? 'rejected' : 'conflict'}: ${problem.message}\n`)
+    }
+    const startedAt = performance.now()
+    let result: ImportResult
+    try {
+      result = await importPlants(ndjsonLines(input), store, {
+        onConflict: invocation.onConflict,
+        onProblem: report,
+        onProgress: (counts) => { progress.update(settled(counts), size === undefined ? undefined : bytesRead(input) / size) }
+      })
+    } finally {
+      progress.finish()
+      input.destroy()
+    }
+    if (problems > REPORTED_PROBLEMS) {
+      process.stderr.write(`plantstore: ${problems - REPORTED_PROBLEMS} more lines were not taken; only the first ${REPORTED_PROBLEMS} are listed\n`)
+    }
+    const seconds = (performance.now() - startedAt) / 1000
+    process.stdout.write(invocation.json ? `${JSON.stringify(summaryDocument(result, seconds))}\n` : summaryText(name, result, seconds))
+    return result.stoppedAtLine === undefined && result.counts.conflicts === 0 && result.counts.rejected === 0 ? 0 : 1
+  })
+}
+
+function openInput (file: string): { readonly input: Readable, readonly size?: number, readonly name: string } {
+  if (file === '-') return { input: process.stdin, name: 'stdin' }
+  let size: number
+  try {
+    const stat = statSync(file)
+    if (!stat.isFile()) throw new Error(`${file} is not a file`)
+    size = stat.size
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === undefined) throw error
+    throw new Error(`cannot read ${file} (${code})`, { cause: error })
+  }
+  return { input: createReadStream(file, { highWaterMark: 256 * 1024 }), size, name: file }
+}
+
+function bytesRead (input: Readable): number {
+  return (input as Readable & { bytesRead?: number }).bytesRead ?? 0
+}
+
+function settled (counts: Readonly<ImportCounts>): number {
+  return counts.created + counts.unchanged + counts.replaced + counts.conflicts
+}
+
+function summaryDocument (result: ImportResult, seconds: number): Record<string, number> {
+  return {
+    ...result.counts,
+    ...(result.stoppedAtLine === undefined ? {} : { stoppedAtLine: result.stoppedAtLine }),
+    seconds: Math.round(seconds * 1000) / 1000
+  }
+}
+
+function summaryText (name: string, result: ImportResult, seconds: number): string {
+  const { lines, created, unchanged, replaced, conflicts, rejected } = result.counts
+  const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`
+  const counts = `${created} created, ${unchanged} unchanged, ${replaced} replaced, ${plural(conflicts, 'conflict')}, ${rejected} rejected`
+  const stopped = result.stoppedAtLine === undefined ? '' : `; stopped at line ${result.stoppedAtLine} (--on-conflict=fail): no line from it on was written`
+  const nothing = created + replaced === 0 ? '; nothing changed' : ''
+  return `imported ${name}: ${plural(lines, 'line')}: ${counts} in ${seconds.toFixed(1)} s${stopped}${nothing}\n`
 }

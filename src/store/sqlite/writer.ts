@@ -47,6 +47,7 @@ export class SqliteWriter {
     if (worker === undefined) return
     this.worker = undefined
     const exited = new Promise((resolve) => worker.once('exit', resolve))
+    worker.ref()
     worker.postMessage(CLOSE satisfies WriterMessage)
     await exited
   }
@@ -55,6 +56,9 @@ export class SqliteWriter {
   private send<Result> (message: WriterMessage): Promise<Result> {
     return new Promise((resolve, reject) => {
       const worker = this.running()
+      // While it owes an answer the thread keeps the process alive (a command line has nothing else that
+      // does); idle, it does not hold a process that is done.
+      if (this.pending.length === 0) worker.ref()
       this.pending.push({ resolve: resolve as (result: unknown) => void, reject })
       worker.postMessage(message)
     })
@@ -65,6 +69,7 @@ export class SqliteWriter {
     const worker = new Worker(THREAD_ENTRY, { workerData: this.options satisfies WriterThreadData })
     worker.on('message', (reply: WriterReply) => {
       const pending = this.pending.shift()
+      if (this.pending.length === 0) worker.unref()
       if ('result' in reply) pending?.resolve(reply.result)
       else pending?.reject(new SqliteWriteError(reply.error.code, reply.error.message))
     })

@@ -1,0 +1,48 @@
+import { Kind } from '@sinclair/typebox'
+import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
+import { TOKEN_NAME_RULE } from '../auth/tokens.js'
+import { SCOPES } from '../store/scopes.js'
+import { WEBHOOK_EVENT_TYPES } from '../store/webhook-store.js'
+import { INT64_MAX, INT64_MIN, plantTextViolation, type IntegerTextRule, type PlantTextRule } from './kinds.js'
+
+/**
+ * One sentence naming the field of `part` (a request body, a query parameter, an imported line) that
+ * broke a rule, and the rule. With `bareFields` a field is named alone (`name must …`), otherwise after
+ * the part (`query parameter limit must …`).
+ */
+export function describeViolation (error: ValueError, part: string, bareFields: boolean): string {
+  const field = error.path.slice(1).replaceAll('/', '.')
+  if (field === '') {
+    return error.type === ValueErrorType.Object ? `${part} must be a JSON object` : `${part} ${error.message}`
+  }
+  const subject = bareFields ? field : `${part} ${field}`
+  if (error.type === ValueErrorType.ObjectRequiredProperty) return `${subject} is required`
+  if (error.type === ValueErrorType.ArrayMinItems) return `${subject} must not be empty`
+  if (error.type === ValueErrorType.ArrayUniqueItems) return `${subject} must not hold the same value twice`
+  if (error.type === ValueErrorType.StringFormat && error.schema.format === 'uri') return `${subject} must be an absolute http or https URL`
+  if (error.type === ValueErrorType.StringMaxLength) return `${subject} must be at most ${error.schema.maxLength} characters long`
+  switch (error.schema[Kind]) {
+    case 'Scope':
+      return `${subject} must be one of ${SCOPES.join(', ')}`
+    case 'DateTime':
+      return `${subject} must be an RFC 3339 date-time with a time zone, such as 2027-01-31T00:00:00Z`
+    case 'TokenName':
+      return `${subject} ${TOKEN_NAME_RULE}`
+    case 'TokenId':
+      return `${subject} is not an access token id`
+    case 'WebhookEvent':
+      return `${subject} must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}`
+    case 'WebhookId':
+      return `${subject} is not a webhook subscription id`
+    case 'Int64':
+      return `${subject} must be an integer from -9223372036854775808 to 9223372036854775807`
+    case 'IntegerText': {
+      const rule = error.schema as unknown as IntegerTextRule
+      return `${subject} must be a canonical decimal integer from ${rule.minimum ?? INT64_MIN} to ${rule.maximum ?? INT64_MAX}`
+    }
+    case 'PlantText':
+      return `${subject} ${plantTextViolation(error.value, error.schema as unknown as PlantTextRule) ?? 'is invalid'}`
+    default:
+      return `${subject} is invalid: ${error.message}`
+  }
+}
