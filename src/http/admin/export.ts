@@ -28,7 +28,6 @@ export async function exportRoutes (app: FastifyInstance, options: ExportRoutesO
       tags: ['export'],
       security: bearerSecurity('admin'),
       querystring: ExportQuery,
-      produces: [NDJSON_MEDIA_TYPE],
       response: {
         200: {
           description: 'The plants, one per line',
@@ -43,7 +42,7 @@ export async function exportRoutes (app: FastifyInstance, options: ExportRoutesO
     // The first page is read before the answer starts, so a store that cannot be read gets a 503.
     const first = await chunks.next()
     reply.type(NDJSON_MEDIA_TYPE).header('cache-control', 'no-store')
-    if (first.done === true) return reply.send('')
+    if (first.done === true) return reply.send(Buffer.alloc(0))
     const body = Readable.from((async function * () {
       yield first.value
       yield * chunks
