@@ -52,7 +52,11 @@ export async function runExport (invocation: ExportInvocation, config: Config): 
 async function writeToFile (path: string, chunks: AsyncIterable<string>): Promise<void> {
   const descriptor = openSync(path, 'wx')
   try {
-    for await (const chunk of chunks) writeSync(descriptor, chunk)
+    for await (const chunk of chunks) {
+      writeSync(descriptor, chunk)
+      // A SQLite page is read without waiting for anything: give signals (Ctrl-C) their turn between pages.
+      await new Promise((resolve) => setImmediate(resolve))
+    }
   } finally {
     closeSync(descriptor)
   }
