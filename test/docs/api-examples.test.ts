@@ -106,6 +106,9 @@ function bodyOf (answer: Answer): unknown {
 }
 
 function fillBody (shown: HttpMessage, actual: unknown, values: Values): unknown {
+  // A page cannot show a block's last line feed: an NDJSON body shown has one after each of its lines.
+  const ndjson = shown.headers.some(([name, value]) => name.toLowerCase() === 'content-type' && value === 'application/x-ndjson')
+  if (ndjson && shown.body !== '') return fill(`${shown.body}\n`, actual, values)
   if (typeof actual === 'string' || shown.body === '') return fill(shown.body, actual, values)
   let template: unknown
   try {
