@@ -71,7 +71,7 @@ export class Harness {
     return this.quick ? 1 : full
   }
 
-  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint): Promise<Sample> {
+  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS): Promise<Sample> {
     const pid = serverPid(target) as number
     let peakRss = 0
     const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
@@ -84,7 +84,7 @@ export class Harness {
       url: target.url,
       token: target.token,
       load,
-      connections: CONNECTIONS,
+      connections,
       seconds,
       firstNewId,
       preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),

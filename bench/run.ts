@@ -27,6 +27,10 @@
  *                                                  (100 % sampled, exported over OTLP/HTTP to a local sink
  *                                                  that counts and discards spans), POST and GET by id,
  *                                                  new processes every round: ratios ÷ metrics off
+ *   npm run bench -- --only data       export and import rates and peak RSS at 1M and 10M plants on SQLite
+ *                                      and PostgreSQL, against the service's POST rate, and a backup of a
+ *                                      1M-plant SQLite store under 32 writers (not part of a full run;
+ *                                      figures in bench/results/data.json)
  *   npm run bench -- --only observability --baseline-dist ../plantstore-1.3.0
  *                                      also a `release` service: the dist/server.js of another build
  *                                      (built, its own node_modules installed), in the same rounds
@@ -54,6 +58,7 @@ import { fileURLToPath } from 'node:url'
 import type { Row } from './figures.js'
 import { Harness, type Part } from './harness.js'
 import { backendsPart } from './parts/backends.js'
+import { dataPart } from './parts/data.js'
 import { observabilityPart } from './parts/observability.js'
 import { compareSizes } from './parts/scale.js'
 import { tokensPart } from './parts/tokens.js'
@@ -63,7 +68,9 @@ import { writeResults } from './report.js'
 
 /** Every part of a full run, in the order they run and their rows are written. */
 const PARTS: readonly Part[] = [backendsPart, tokensPart, updatesPart, webhooksPart, observabilityPart]
-const PART_NAMES = PARTS.map((part) => part.name)
+/** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
+const ON_REQUEST: readonly Part[] = [dataPart]
+const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
 
 const args = process.argv.slice(2)
 if (args.includes('--help') || args.includes('-h')) {
@@ -75,13 +82,13 @@ const quick = args.includes('--quick')
 const scaleArgument = args[args.indexOf('--scale') + 1]
 const scaleSizes = args.includes('--scale') && scaleArgument !== undefined ? scaleArgument.split(',').map(Number) : undefined
 const onlyArgument = args.includes('--only') ? args[args.indexOf('--only') + 1] ?? '' : undefined
-const chosenNames = onlyArgument === undefined ? PART_NAMES : onlyArgument.split(',').map((part) => part.trim())
+const chosenNames = onlyArgument === undefined ? PARTS.map((part) => part.name) : onlyArgument.split(',').map((part) => part.trim())
 const unknownPart = chosenNames.find((name) => !PART_NAMES.includes(name))
 if (unknownPart !== undefined || chosenNames.length === 0) {
   process.stderr.write(`--only takes a comma-separated list of ${PART_NAMES.join(', ')}; got ${JSON.stringify(onlyArgument)} (see --help)\n`)
   process.exit(2)
 }
-const chosen = PARTS.filter((part) => chosenNames.includes(part.name))
+const chosen = [...PARTS, ...ON_REQUEST].filter((part) => chosenNames.includes(part.name))
 const baselineDistArgument = args.includes('--baseline-dist') ? args[args.indexOf('--baseline-dist') + 1] ?? '' : undefined
 /** The root of the build `--baseline-dist` names (its root or its dist folder), whose dist/server.js the release service runs. */
 const releaseRoot = baselineDistArgument === undefined
@@ -99,7 +106,8 @@ try {
   } else {
     const rows: Row[] = []
     for (const part of chosen) rows.push(...await part.compare(harness))
-    writeResults(harness, rows, chosen, PARTS)
+    const measuredOfFullRun = chosen.filter((part) => PARTS.includes(part))
+    if (measuredOfFullRun.length > 0) writeResults(harness, rows, measuredOfFullRun, PARTS)
   }
 } finally {
   await harness.cleanUp()

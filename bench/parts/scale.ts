@@ -20,7 +20,8 @@ type ScaleRow = { backend: string, size: number, load: Load } & Summary
 /** Bulk-loaded stores give LISTED_TAG to every `listedStep(size)`th plant: about 10,000 of them at any size. */
 const listedStep = (size: number) => Math.max(1, Math.floor(size / 10_000))
 
-async function bulkLoad (harness: Harness, backend: 'sqlite' | 'postgres', size: number): Promise<string> {
+/** A store of `size` plants loaded with SQL (not through the service), as a DATABASE_URL. */
+export async function bulkLoad (harness: Harness, backend: 'sqlite' | 'postgres', size: number): Promise<string> {
   const step = listedStep(size)
   if (backend === 'sqlite') {
     const file = join(harness.workFolder, `scale-${size}.db`)
