@@ -208,9 +208,9 @@ function imageEnv (): Record<string, string> {
 }
 
 describe('deploy/kubernetes', () => {
-  it('has exactly the sqlite and postgres setups', () => {
+  it('has exactly the sqlite and postgres setups, and the export add-on (test/deploy/export-cronjob.test.ts)', () => {
     const folders = readdirSync(ROOT).filter((name) => statSync(new URL(name, ROOT)).isDirectory()).sort()
-    expect(folders).toEqual([...SETUPS])
+    expect(folders).toEqual(['export', ...SETUPS])
   })
 
   it('runs the image as its node user (uid 1000), which the manifests name as runAsUser', () => {
