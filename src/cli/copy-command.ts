@@ -101,7 +101,8 @@ class ProgressLine {
     this.shownAt = now
     const rate = Math.round(plants / ((now - this.started) / 1000))
     const text = table.name === 'plants'
-      ? `copying plants: ${plants}${plantsTotal === undefined ? '' : ` of ${plantsTotal}`} (${rate}/s)`
+      ? `copying plants: ${plants}${plantsTotal === undefined ? '' : ` of ${plantsTotal}`} (${rate}/s` +
+        `${plantsTotal === undefined || rate === 0 ? '' : `, ${Math.ceil(Math.max(0, plantsTotal - plants) / rate)} s left`})`
       : `copying ${table.noun[1]}: ${rows}`
     process.stderr.write(`\r${text}\x1b[K`)
     this.shown = true

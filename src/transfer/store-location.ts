@@ -23,6 +23,7 @@ export interface StoreLocation {
 export function locateStore (url: string): StoreLocation {
   if (isPostgresUrl(url)) return locatePostgres(url)
   const file = sqliteFilePath(url)
+  if (file === '') throw new Error(`${JSON.stringify(url)} names no file: give sqlite:PATH`)
   return { url, shown: `sqlite:${file}`, identity: `sqlite:${realPath(file)}`, secrets: [], sqliteFile: file }
 }
 

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../../src/auth/tokens.js'
@@ -148,10 +148,10 @@ describe('plantstore copy', () => {
     'PostgreSQL → PostgreSQL too', { timeout: 90_000 }, async () => {
     const folder = temporaryFolder()
     const source = join(folder, 'source.db')
-    addPlants(source, 150_000)
+    addPlants(source, 100_000)
     const postgres = await createTestDatabase()
     const back = join(folder, 'back.db')
-    const resumed = (from: string, to: string) => summaryLine({ plants: 150_000 }, from, to, '; this run finished the copy started ',
+    const resumed = (from: string, to: string) => summaryLine({ plants: 100_000 }, from, to, '; this run finished the copy started ',
       '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z')
 
     const killed = startCli(['copy', '--from', `sqlite:${source}`, '--to', postgres], folder)
@@ -171,7 +171,7 @@ describe('plantstore copy', () => {
     const postgresToPostgres = await copy(postgres, postgresCopy, folder)
 
     expect(Number(atKill[0]?.count)).toBeGreaterThan(0)
-    expect(Number(atKill[0]?.count)).toBeLessThan(150_000)
+    expect(Number(atKill[0]?.count)).toBeLessThan(100_000)
     expect({ code: afterKill.code, stderr: afterKill.stderr }).toEqual({ code: 0, stderr: '' })
     expect(afterKill.stdout).toMatch(resumed(`sqlite:${source}`, shown(postgres)))
     expect(interruptedRun).toEqual({
@@ -184,10 +184,10 @@ describe('plantstore copy', () => {
     expect({ code: afterInterruption.code, stderr: afterInterruption.stderr }).toEqual({ code: 0, stderr: '' })
     expect(afterInterruption.stdout).toMatch(resumed(shown(postgres), `sqlite:${back}`))
     expect({ code: postgresToPostgres.code, stderr: postgresToPostgres.stderr }).toEqual({ code: 0, stderr: '' })
-    expect(postgresToPostgres.stdout).toMatch(summaryLine({ plants: 150_000 }, shown(postgres), shown(postgresCopy)))
+    expect(postgresToPostgres.stdout).toMatch(summaryLine({ plants: 100_000 }, shown(postgres), shown(postgresCopy)))
     const digests = [`sqlite:${source}`, postgres, `sqlite:${back}`, postgresCopy].map(exportDigest)
     const expected = await digests[0]
-    expect(expected?.lines).toBe(150_000)
+    expect(expected?.lines).toBe(100_000)
     expect(await Promise.all(digests)).toEqual([expected, expected, expected, expected])
   })
 
@@ -263,6 +263,32 @@ describe('plantstore copy', () => {
       '; already in the target as they are, skipped: 1 access token, 3 plants; kept as the target has them (listed on stderr): 1 access token, 1 plant'))
   })
 
+  it('lists 20 conflicts of a --merge one line each, counts the rest, and refuses a target that holds an unfinished copy of another store', async () => {
+    const folder = temporaryFolder()
+    const source = join(folder, 'source.db')
+    const target = join(folder, 'target.db')
+    const other = join(folder, 'other.db')
+    for (const [file, name] of [[source, 'Fern'], [target, 'Ivy']] as const) {
+      const db = openSqliteDatabase(file)
+      db.exec(`WITH RECURSIVE n (id) AS (SELECT 1 UNION ALL SELECT id + 1 FROM n WHERE id < 25) INSERT INTO plants (id, name) SELECT id, '${name}' FROM n`)
+      db.close()
+    }
+    const db = openSqliteDatabase(other)
+    db.exec("INSERT INTO store_copy VALUES (1, 'sqlite:/elsewhere/source.db', 1700000000000, NULL, 'plants', '42', '{}')")
+    db.close()
+
+    const merged = await copy(`sqlite:${source}`, `sqlite:${target}`, folder, '--merge')
+    const refused = await copy(`sqlite:${source}`, `sqlite:${other}`, folder)
+
+    expect(merged.code).toBe(1)
+    expect(merged.stderr).toBe(Array.from({ length: 20 }, (_, index) =>
+      `plantstore: plant ${index + 1}: the target holds {"id":${index + 1},"name":"Ivy"}, the source {"id":${index + 1},"name":"Fern"}; kept the target's\n`).join('') +
+      'plantstore: … and 5 more rows kept as the target has them, not listed\n')
+    expect(merged.stdout).toMatch(summaryLine({}, `sqlite:${source}`, `sqlite:${target}`, '; kept as the target has them (listed on stderr): 25 plants'))
+    expectFailure(refused, `plantstore: the target sqlite:${other} holds an unfinished copy of sqlite:/elsewhere/source.db, started 2023-11-14T22:13:20.000Z: ` +
+      'nothing was copied; run that copy\'s command again to finish it, or give --merge to copy this store into it as well')
+  })
+
   describe('fails with one line, and changes nothing, when', () => {
     it('the source SQLite file does not exist: no file is made', async () => {
       const folder = temporaryFolder()
@@ -302,7 +328,7 @@ describe('plantstore copy', () => {
       expectFailure(run, `plantstore: the target ${shown(url.toString())}: password authentication failed for user "${url.username}"`)
     })
 
-    it('a schema is newer than this release, the source is not a plantstore store, or both name the same store', async () => {
+    it('a schema is newer than this release, or older than the copy reads, the source is not a plantstore store, or both name the same store', async () => {
       const folder = temporaryFolder()
       const future = join(folder, 'future.db')
       const source = join(folder, 'source.db')
@@ -312,11 +338,15 @@ describe('plantstore copy', () => {
       db.pragma('user_version = 99')
       db.close()
       writeFileSync(empty, '')
+      const release1 = join(folder, 'release-1.0.0.db')
+      copyFileSync(new URL('../fixtures/release-1.0.0.db', import.meta.url), release1)
       const tooNew = 'the database schema is at version 99, newer than this plantstore knows (5); run a plantstore release at least as new as the one that last opened it'
 
       expectFailure(await copy(`sqlite:${future}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${future}: ${tooNew}`)
       expectFailure(await copy(`sqlite:${source}`, `sqlite:${future}`, folder), `plantstore: the target sqlite:${future}: ${tooNew}`)
       expectFailure(await copy(`sqlite:${empty}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${empty}: it holds no plantstore store (no schema version)`)
+      expectFailure(await copy(`sqlite:${release1}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${release1}: its schema is at ` +
+        'version 1, older than the copy reads (4): start this release\'s service on it once to bring it up to date, then copy it')
       expectFailure(await copy(`sqlite:${source}`, `sqlite:${folder}/./source.db`, folder), `plantstore: --from and --to name the same store, sqlite:${source}`)
       expect(existsSync(join(folder, 'a.db'))).toBe(false)
     })

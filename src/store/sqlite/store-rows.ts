@@ -199,8 +199,11 @@ function timeText (micros: bigint): string {
   return new Date(Number(micros / 1000n)).toISOString()
 }
 
+/** `toISOString()` text, as the store writes times: a UTC time with its `Z`, never one read in the local time zone. */
+const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$/
+
 function timeMicros (text: string, where: string): bigint {
-  const milliseconds = Date.parse(text)
-  if (Number.isNaN(milliseconds)) throw new Error(`${where} holds ${JSON.stringify(text)}, which is not a time`)
+  const milliseconds = ISO_TIME.test(text) ? Date.parse(text) : NaN
+  if (Number.isNaN(milliseconds)) throw new Error(`${where} holds ${JSON.stringify(text)}, which is not a UTC time`)
   return BigInt(milliseconds) * 1000n
 }
