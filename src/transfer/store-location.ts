@@ -1,8 +1,10 @@
 import { existsSync, realpathSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { isPostgresUrl, sqliteFilePath } from '../store/open-store.js'
-import { openPostgresSnapshot, postgresCopyTarget, type PostgresCopyOptions } from '../store/postgres/store-rows.js'
-import { openSqliteSnapshot, sqliteCopyTarget } from '../store/sqlite/store-rows.js'
+import { postgresCopyTarget } from '../store/postgres/copy-target.js'
+import { openPostgresSnapshot, type PostgresCopyOptions } from '../store/postgres/store-rows.js'
+import { sqliteCopyTarget } from '../store/sqlite/copy-target.js'
+import { openSqliteSnapshot } from '../store/sqlite/store-rows.js'
 import type { CopyTarget, StoreSnapshot } from '../store/store-copy.js'
 
 /** A store named by a `sqlite:` or `postgres://` URL, as a copy reaches it and names it. */
