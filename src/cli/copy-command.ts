@@ -65,7 +65,7 @@ function summary (tally: CopyTally): string {
   const conflicts = counts('conflicts', false)
   return counts('added', true) +
     (skipped === '' ? '' : `; already in the target as they are, skipped: ${skipped}`) +
-    (conflicts === '' ? '' : `; kept as the target has them (listed on stderr): ${conflicts}`)
+    (conflicts === '' ? '' : `; kept as the target has them (each listed on stderr when found): ${conflicts}`)
 }
 
 function withoutSecrets (message: string, secrets: readonly string[]): string {

@@ -7,6 +7,9 @@ import { copyRows } from './copy-batch.js'
 import { planCopy } from './copy-marker.js'
 import { openSnapshot, openTarget, type StoreLocation } from './store-location.js'
 
+/** What a failure once the copy has begun adds to its line. */
+const RESUMABLE = '; the rows copied so far are kept: run the same command again to finish the copy'
+
 /** Rows per batch, each batch one transaction of the target (with the marker's new position). */
 export const COPY_BATCH_ROWS = 5000
 
@@ -45,7 +48,10 @@ export interface CopyResult {
 /**
  * Copies the whole store `from` into the store `to`: access tokens, webhook subscriptions, plants,
  * pending webhook events and delivery attempts, exactly (ids, digests, sealed secrets, counters, times).
- * The source is read in one snapshot and never changed; writes made to it meanwhile are not copied.
+ * The source is read in one snapshot per run and never changed: its service should be stopped (or not
+ * written) during a move. If it is written, the copy holds the source as it was when the run began, and
+ * the writes after that are not in it; a run that resumes an interrupted copy reads a new snapshot from
+ * where the last one stopped, so rows copied by the earlier run stay as they were then.
  * The target is written in batches, each in one transaction with the copy's marker, so that the same
  * copy run again after an interruption goes on after the last batch committed. The target is refused
  * when it holds data, unless `merge` (copy-marker.ts); a refused target is left as it was.
@@ -124,7 +130,7 @@ class StoreCopy {
   }
 
   private read (table: StoreTable, after: Cell | undefined): Promise<StoreRow[]> {
-    return blame('the source', this.request.from, () => this.snapshot.page(table, after, this.batchRows))
+    return blame('the source', this.request.from, () => this.snapshot.page(table, after, this.batchRows), RESUMABLE)
   }
 
   private async write (table: StoreTable, page: readonly StoreRow[], last: Cell): Promise<void> {
@@ -145,7 +151,7 @@ class StoreCopy {
 
   /** A failure of the target, which keeps what was committed: the same command finishes the copy. */
   private toTarget<T> (work: () => Promise<T>): Promise<T> {
-    return blame('the target', this.request.to, work, '; the rows copied so far are kept: run the same command again to finish the copy')
+    return blame('the target', this.request.to, work, RESUMABLE)
   }
 }
 

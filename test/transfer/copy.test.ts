@@ -254,13 +254,13 @@ describe('plantstore copy', () => {
       'plantstore: plant 5: the target holds {"id":5,"name":"Ivy"}, the source {"id":5,"name":"Fern","tag":"green"}; kept the target\'s\n'
     expect({ code: merged.code, stderr: merged.stderr }).toEqual({ code: 1, stderr: conflicts })
     expect(merged.stdout).toMatch(summaryLine({ tokens: 1, plants: 2 }, sourceUrl, shown(postgres),
-      '; already in the target as they are, skipped: 1 plant; kept as the target has them (listed on stderr): 1 access token, 1 plant'))
+      '; already in the target as they are, skipped: 1 plant; kept as the target has them (each listed on stderr when found): 1 access token, 1 plant'))
     expect(readerStatus).toBe(200)
     expect(exported).toBe('{"id":1,"name":"Fern","tag":"green"}\n{"id":5,"name":"Ivy"}\n{"id":6,"name":"Moss"}\n{"id":7,"name":"Ivy","tag":""}\n' +
       '{"id":100,"name":"Target only","tag":"t"}\n')
     expect({ code: mergedAgain.code, stderr: mergedAgain.stderr }).toEqual({ code: 1, stderr: conflicts })
     expect(mergedAgain.stdout).toMatch(summaryLine({}, sourceUrl, shown(postgres),
-      '; already in the target as they are, skipped: 1 access token, 3 plants; kept as the target has them (listed on stderr): 1 access token, 1 plant'))
+      '; already in the target as they are, skipped: 1 access token, 3 plants; kept as the target has them (each listed on stderr when found): 1 access token, 1 plant'))
   })
 
   it('lists 20 conflicts of a --merge one line each, counts the rest, and refuses a target that holds an unfinished copy of another store', async () => {
@@ -284,7 +284,7 @@ describe('plantstore copy', () => {
     expect(merged.stderr).toBe(Array.from({ length: 20 }, (_, index) =>
       `plantstore: plant ${index + 1}: the target holds {"id":${index + 1},"name":"Ivy"}, the source {"id":${index + 1},"name":"Fern"}; kept the target's\n`).join('') +
       'plantstore: … and 5 more rows kept as the target has them, not listed\n')
-    expect(merged.stdout).toMatch(summaryLine({}, `sqlite:${source}`, `sqlite:${target}`, '; kept as the target has them (listed on stderr): 25 plants'))
+    expect(merged.stdout).toMatch(summaryLine({}, `sqlite:${source}`, `sqlite:${target}`, '; kept as the target has them (each listed on stderr when found): 25 plants'))
     expectFailure(refused, `plantstore: the target sqlite:${other} holds an unfinished copy of sqlite:/elsewhere/source.db, started 2023-11-14T22:13:20.000Z: ` +
       'nothing was copied; run that copy\'s command again to finish it, or give --merge to copy this store into it as well')
   })
