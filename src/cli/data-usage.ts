@@ -71,15 +71,27 @@ ${EXIT_CODES}`
 
 export const COPY_USAGE = `Usage: plantstore copy --from URL --to URL [--merge]
 
-Copies a whole store, SQLite or PostgreSQL, into another: plants, access tokens (their digests), webhook
-subscriptions (their secrets still sealed under WEBHOOK_SECRETS_KEY) and pending webhook events. A
-target that already holds data is refused unless --merge is given; a copy that was interrupted is
-finished by running the same command again. A URL's password may be left out and given in PGPASSWORD.
+Copies a whole store into another, SQLite or PostgreSQL either way: plants (their exact ids), access
+tokens (live, expired and revoked; their digests, never the tokens), webhook subscriptions (their
+signing secrets as stored, still sealed under WEBHOOK_SECRETS_KEY: start the target's service with the
+same key), pending webhook events (unleased, so the target delivers them at once) and delivery attempts.
+
+The source is read in one snapshot and never changed. Stop its service first, or stop writing to it:
+a write made while the copy runs is not in the copy. No service may use a SQLite target meanwhile.
+
+A target that holds data (a plant, a token or a webhook subscription; the "initial-admin" token that a
+service's first start made counts) is refused and left as it is, unless --merge is given. The copy is
+committed in batches, each with a record of where it stands: interrupted (Ctrl-C, kill -9, the target
+database stopping), the same command run again finishes it. On success, one line on stdout says what
+was copied and how fast; on a terminal, stderr shows the progress. A URL's password may be left out
+and given in PGPASSWORD; no message shows it.
 
 Options:
-  --from URL     the store to copy: sqlite:PATH or postgres://...
-  --to URL       the store to copy into: sqlite:PATH or postgres://...
-  --merge        copy into a target that holds data: rows it lacks are added, rows it holds are kept
+  --from URL     the store to copy: sqlite:PATH (an existing file) or postgres://...
+  --to URL       the store to copy into: sqlite:PATH (made if need be) or postgres://...
+  --merge        copy into a target that holds data: rows it lacks are added, rows it holds as they are
+                 are skipped, and rows it holds otherwise are kept as it has them and listed on stderr
+                 (exit 1), as is a live token whose name a live token of the target has
   -h, --help     show this help
 
 ${EXIT_CODES}`

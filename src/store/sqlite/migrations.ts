@@ -106,5 +106,23 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
       CREATE INDEX webhook_attempts_subscription ON webhook_attempts (subscription_id, id);
     `
+  },
+  {
+    version: 5,
+    name: 'the record of a store copied into this one',
+    // One row, written by `plantstore copy` in the transaction of each batch it copies: which store it
+    // copies (never a password), which table it is at and the last key of it copied, so that the same
+    // command run again after an interruption goes on from there. Times are milliseconds since the epoch.
+    sql: `
+      CREATE TABLE store_copy (
+        singleton   INTEGER PRIMARY KEY CHECK (singleton = 1),
+        source      TEXT NOT NULL,
+        started_at  INTEGER NOT NULL,
+        finished_at INTEGER,
+        copying     TEXT,
+        after_key   TEXT,
+        tally       TEXT NOT NULL
+      ) STRICT;
+    `
   }
 ]
