@@ -1,12 +1,9 @@
 import { TAG_RULE } from '../schemas/plants.js'
 import { plantTextViolation } from '../schemas/kinds.js'
 import { isPostgresUrl } from '../store/open-store.js'
+import { CONFLICT_POLICIES, type ConflictPolicy } from '../transfer/import.js'
 import { JSON_OPTION, parseOptions, type HelpInvocation } from './options.js'
 import { BACKUP_USAGE, COPY_USAGE, EXPORT_USAGE, IMPORT_USAGE, RESTORE_USAGE } from './data-usage.js'
-
-export const CONFLICT_POLICIES = ['report', 'replace', 'fail'] as const
-/** What an import does with a line whose id is stored as another plant. */
-export type ConflictPolicy = typeof CONFLICT_POLICIES[number]
 
 /** A command that moves a store's data: its backups, exports, imports and copies, checked. */
 export type DataInvocation =

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { invalidJson, invalidRequest, unsupportedMediaType } from '../errors.js'
-import { JsonSyntaxError, parseExactJson } from './exact-json.js'
+import { JsonSyntaxError, parseExactJson } from '../exact-json.js'
 
 const CHARSET_PARAMETER = /;\s*charset\s*=\s*"?([^";\s]*)/i
 

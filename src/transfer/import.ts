@@ -1,7 +1,10 @@
-import type { ConflictPolicy } from '../cli/data-command-line.js'
 import { plantJson, type PlantRecord, type PlantStore } from '../store/plant-store.js'
 import type { NdjsonLine } from './ndjson-lines.js'
 import { parsePlantLine } from './plant-line.js'
+
+export const CONFLICT_POLICIES = ['report', 'replace', 'fail'] as const
+/** What an import does with a line whose id is stored as another plant. */
+export type ConflictPolicy = typeof CONFLICT_POLICIES[number]
 
 /** Writes an import keeps in flight: enough to fill the store's group-commit batches. */
 export const IMPORT_WINDOW = 2000

@@ -1,5 +1,5 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler'
-import { JsonSyntaxError, parseExactJson } from '../http/exact-json.js'
+import { JsonSyntaxError, parseExactJson } from '../exact-json.js'
 import { NewPlant } from '../schemas/plants.js'
 import { describeViolation } from '../schemas/violations.js'
 import { plantRecord, type PlantRecord } from '../store/plant-store.js'

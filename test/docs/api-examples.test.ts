@@ -14,7 +14,7 @@ import { Agent, request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { DEFAULT_WEBHOOK_CONFIG } from '../../src/config.js'
-import { parseExactJson } from '../../src/http/exact-json.js'
+import { parseExactJson } from '../../src/exact-json.js'
 import { backends, buildTestApp } from '../helpers/app.js'
 import { httpExamplesOf, type HttpMessage } from '../helpers/http-examples.js'
 
