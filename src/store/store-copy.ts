@@ -6,7 +6,7 @@
 import { SchemaTooNewError } from './migration.js'
 import type { Cell, StoreRow, StoreTable, TableName } from './store-rows.js'
 
-/** The oldest schema a copy reads: the first with every table it copies (release 1.4.0). */
+/** The oldest schema a copy reads: the first with every table it copies (release 1.3.0). */
 export const OLDEST_COPIED_SCHEMA = 4
 
 /** Rows of one table added, found already there as they are, and found there otherwise (conflicts). */

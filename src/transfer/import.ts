@@ -6,8 +6,8 @@ export const CONFLICT_POLICIES = ['report', 'replace', 'fail'] as const
 /** What an import does with a line whose id is stored as another plant. */
 export type ConflictPolicy = typeof CONFLICT_POLICIES[number]
 
-/** Writes an import keeps in flight: enough to fill the store's group-commit batches. */
-export const IMPORT_WINDOW = 2000
+/** Writes an import keeps in flight: enough to fill the group-commit batches; a 1M-line import ran faster with 500 than with 2000 (and 250), in less memory. */
+export const IMPORT_WINDOW = 500
 
 export interface ImportCounts {
   /** Lines read that were not blank. */
