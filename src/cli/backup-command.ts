@@ -1,6 +1,54 @@
+import { existsSync, statSync } from 'node:fs'
+import { setPriority } from 'node:os'
+import { dirname } from 'node:path'
 import type { Config } from '../config.js'
+import { AtomicFile } from '../transfer/atomic-file.js'
+import { backUpSqliteStore } from '../transfer/sqlite-backup.js'
+import { abandonSqliteFile, isDiskFull, megabytes } from '../transfer/sqlite-file.js'
+import { sqliteStorePathFor } from '../transfer/sqlite-store-url.js'
+import { describeContents } from '../transfer/store-contents.js'
 import type { DataInvocation } from './data-command-line.js'
+import { unlessInterrupted } from './interruptions.js'
 
-export async function runBackup (_invocation: Extract<DataInvocation, { command: 'backup' }>, _config: Config): Promise<number> {
-  throw new Error('backup is not built yet')
+/** The lowest CPU priority: where the backup and the service share cores, the service's writers come first. */
+const BACKGROUND_NICENESS = 19
+
+/**
+ * `plantstore backup FILE [--force]`: a consistent copy of the SQLite store of DATABASE_URL, taken while
+ * its service runs (transfer/sqlite-backup.ts), written under a temporary name and renamed once it is
+ * complete and on disk. Prints one line: what the backup holds, where, and how long it took.
+ */
+export async function runBackup (invocation: Extract<DataInvocation, { command: 'backup' }>, config: Config): Promise<number> {
+  const storePath = sqliteStorePathFor('backup', config.databaseUrl)
+  const folder = dirname(invocation.file)
+  if (!existsSync(folder)) throw new Error(`cannot write the backup to ${invocation.file}: the folder ${folder} does not exist`)
+  const file = new AtomicFile(invocation.file, invocation.force, 'backup')
+  lowerPriority()
+  const started = performance.now()
+  const contents = await unlessInterrupted(() => abandonSqliteFile(file), async () => {
+    try {
+      const contents = await backUpSqliteStore(storePath, file.temporaryPath)
+      // An interruption that came during the last step is acted on before the file gets its name.
+      await new Promise((resolve) => setImmediate(resolve))
+      file.commit()
+      return contents
+    } catch (error) {
+      abandonSqliteFile(file)
+      if (isDiskFull(error)) {
+        throw new Error(`the disk is full: the backup of ${storePath} (${megabytes(statSync(storePath).size)}) did not fit in ${folder}; ` +
+          `the partial copy was removed and ${invocation.file} was not written`, { cause: error })
+      }
+      throw error
+    }
+  })
+  const seconds = ((performance.now() - started) / 1000).toFixed(1)
+  process.stdout.write(`backed up ${describeContents(contents)} (schema version ${contents.schemaVersion}) to ${invocation.file} in ${seconds} s\n`)
+  return 0
+}
+
+/** Lowers this thread's priority, the one that copies; where that is not allowed the backup runs as it is. */
+function lowerPriority (): void {
+  try {
+    setPriority(BACKGROUND_NICENESS)
+  } catch {}
 }

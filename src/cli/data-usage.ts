@@ -10,11 +10,14 @@ const EXIT_CODES = `Exit codes:
 
 export const BACKUP_USAGE = `Usage: plantstore backup FILE [--force]
 
-Copies the SQLite store of DATABASE_URL to FILE while the service keeps running: a consistent snapshot
-holding every write acknowledged before the backup began (plants, access tokens, webhook subscriptions,
-their pending events, the schema version). The copy is written next to FILE under a temporary name,
-flushed to disk, and only then renamed to FILE: an interrupted backup never leaves a partial FILE.
-For PostgreSQL use pg_dump (docs/backups.md).
+Copies the SQLite store of DATABASE_URL to FILE while the service keeps running: one consistent
+snapshot holding every write acknowledged before the backup began (plants, access tokens, webhook
+subscriptions and their pending events, the schema version), taken with SQLite's online backup API.
+The store is only read. The backup runs at a low CPU priority and pauses between its steps, so the
+service keeps most of its rate. FILE is written next to its final name under a temporary one, flushed
+to disk, and only then renamed: an interrupted backup or a full disk never leaves a partial FILE.
+FILE is a whole store, one file; restore it with plantstore restore. Tokens given in PLANTSTORE_TOKENS
+are configuration, not part of the store: keep them apart. For PostgreSQL use pg_dump (docs/backups.md).
 
 Options:
   --force        replace FILE if it exists (without it an existing FILE is refused and left untouched)
@@ -25,9 +28,12 @@ ${EXIT_CODES}`
 
 export const RESTORE_USAGE = `Usage: plantstore restore FILE [--force]
 
-Makes the SQLite store of DATABASE_URL a copy of the backup FILE. No service may be using the store:
-stop it first. FILE must be a plantstore store of a schema version this release knows; an older one is
-brought up to date. The store is replaced in one rename, never left half-written.
+Makes the SQLite store of DATABASE_URL the store the backup FILE holds. FILE is checked first: a whole
+SQLite file that passes PRAGMA quick_check, a plantstore store, of a schema version this release knows;
+an older one is brought up to date. No process may have the store open: one that a running service
+uses is refused (stop the service first). The restored store is prepared next to the store and takes
+its name in one rename, after the old store's -wal and -shm files are removed: a failure leaves the
+store as it was. A service started afterwards serves exactly the backed-up state.
 
 Options:
   --force        replace a store that exists (without it an existing store is refused and left untouched)

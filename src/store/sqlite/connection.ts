@@ -74,7 +74,11 @@ function assertWritableFolder (file: string): void {
   }
 }
 
-function migrate (db: SqliteDatabase): void {
+/**
+ * Brings the database up to this release's schema in one transaction; throws SchemaTooNewError for a
+ * schema newer than this release knows. `plantstore restore` migrates a backup's copy with it too.
+ */
+export function migrate (db: SqliteDatabase): void {
   const known = latestVersion(sqliteMigrations)
   db.transaction(() => {
     const current = Number(db.pragma('user_version', { simple: true }))
