@@ -12,7 +12,7 @@ import { bulkLoad } from './scale.js'
  * `plantstore export --out` and `plantstore import` (dist/cli.js, as operators run them) on SQLite and
  * PostgreSQL stores of 1M and 10M plants (100,000 with --quick), with each command's peak RSS; the
  * service's own POST rate on the same backend for scale; and `plantstore backup` of a 1M-plant SQLite
- * store taken while 32 connections POST to its service, against windows of the same length without it.
+ * store taken back to back for 10 s while 32 connections POST to its service, against 10 s without.
  * Figures go to bench/results/data.json; this part adds no rows to latest.json.
  */
 
@@ -21,11 +21,16 @@ const CLI = join(ROOT, 'dist', 'cli.js')
 
 interface CommandRun { readonly seconds: number, readonly peakRssMb: number, readonly stdout: string }
 
-/** Runs `plantstore …` to its end, sampling its peak RSS (VmHWM) until it exits; rejects on a non-zero exit. */
-function runCommand (args: readonly string[], databaseUrl: string): Promise<CommandRun> {
+/**
+ * Runs `plantstore …` to its end, sampling its peak RSS (VmHWM) until it exits; rejects on a non-zero
+ * exit. Pinned, it runs on the servers' CPU, as a command run beside the service would.
+ */
+function runCommand (args: readonly string[], databaseUrl: string, pinned = false): Promise<CommandRun> {
   return new Promise((resolve, reject) => {
     const startedAt = performance.now()
-    const child = spawn(process.execPath, [CLI, ...args], {
+    const command = [process.execPath, CLI, ...args]
+    const [program, ...rest] = pinned ? ['taskset', '-c', '0', ...command] : command
+    const child = spawn(program as string, rest, {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, DATABASE_STATEMENT_TIMEOUT_MS: '600000', METRICS_PORT: '0' },
       stdio: ['ignore', 'pipe', 'pipe']
@@ -126,7 +131,9 @@ async function measureTransfers (harness: Harness, sizes: readonly number[]): Pr
 interface BackupFigures {
   readonly plants: number
   readonly idleBackupSeconds: number
+  /** The median of the backups taken under the writers, each a process from start to exit. */
   readonly loadedBackupSeconds: number
+  readonly backupsDuringWindow: number
   readonly writersWithoutBackupRps: number
   readonly writersDuringBackupRps: number
   readonly ratio: number
@@ -135,19 +142,24 @@ interface BackupFigures {
 }
 
 /**
- * A backup of a store of `plants` taken while WRITERS connections POST: the writers' rate in a window
- * that starts with the backup and lasts as long as it took when idle, against windows of that length
- * just before and after.
+ * Backups of a store of `plants` taken one after another, for a whole window, while WRITERS connections
+ * POST: the writers' rate in that window against windows of the same length just before and after.
  */
 async function measureBackupUnderWriters (harness: Harness, plants: number): Promise<BackupFigures> {
   const databaseUrl = await bulkLoad(harness, 'sqlite', plants)
-  const idle = await runCommand(['backup', join(harness.workFolder, 'idle-backup.db')], databaseUrl)
-  const window = Math.max(3, Math.ceil(idle.seconds * 1.2))
+  const backupFile = join(harness.workFolder, 'backup.db')
+  const idle = await runCommand(['backup', backupFile], databaseUrl, harness.pinning)
+  const window = harness.quick ? 3 : 10
   const target: Target = await harness.servers.startService('sqlite-backup', databaseUrl)
   const before = await harness.measure(target, 'post', window, undefined, WRITERS)
-  const backupRun = runCommand(['backup', join(harness.workFolder, 'loaded-backup.db')], databaseUrl)
+  const loaded: number[] = []
+  const backupWindow = { open: true }
+  const backups = (async () => {
+    while (backupWindow.open) loaded.push((await runCommand(['backup', backupFile, '--force'], databaseUrl, harness.pinning)).seconds)
+  })()
   const during = await harness.measure(target, 'post', window, undefined, WRITERS)
-  const loaded = await backupRun
+  backupWindow.open = false
+  await backups
   const after = await harness.measure(target, 'post', window, undefined, WRITERS)
   const serverRssMb = rssMb(target.process.pid)
   await harness.servers.stop(target)
@@ -156,7 +168,8 @@ async function measureBackupUnderWriters (harness: Harness, plants: number): Pro
   return {
     plants,
     idleBackupSeconds: Number(idle.seconds.toFixed(2)),
-    loadedBackupSeconds: Number(loaded.seconds.toFixed(2)),
+    loadedBackupSeconds: Number(median(loaded).toFixed(2)),
+    backupsDuringWindow: loaded.length,
     writersWithoutBackupRps: Math.round(without),
     writersDuringBackupRps: Math.round(during.rps),
     ratio: Number((during.rps / without).toFixed(2)),
@@ -179,7 +192,8 @@ export const dataPart: Part = {
     for (const [backend, post] of Object.entries(posts)) {
       process.stdout.write(`service POST on ${backend}: ${post.serverCpuUs.toFixed(1)} µs CPU per request, ${harness.generator.name} ${generatorCell(post.generatorCpuShare, post.valid)}\n`)
     }
-    process.stdout.write(`\nbackup of ${backup.plants.toLocaleString('en-US')} plants: ${backup.idleBackupSeconds} s idle, ${backup.loadedBackupSeconds} s under ${WRITERS} writers; ` +
+    process.stdout.write(`\nbackup of ${backup.plants.toLocaleString('en-US')} plants: ${backup.idleBackupSeconds} s idle, ${backup.loadedBackupSeconds} s under ${WRITERS} writers ` +
+      `(${backup.backupsDuringWindow} back to back); ` +
       `writers ${backup.writersDuringBackupRps} POST/s during it ÷ ${backup.writersWithoutBackupRps} without = ${backup.ratio.toFixed(2)} ` +
       `(${harness.generator.name} ${Math.round(backup.generatorCpuShare * 100)} % of a core)\n`)
     const written = writeResultsFile('data.json', asJson({ machine: { ...harness.machine(), serverNodeFlags: serverNodeFlags(ROOT).join(' ') }, transfers: rows, posts, backup }))
