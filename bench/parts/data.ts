@@ -196,7 +196,7 @@ export const dataPart: Part = {
       `(${backup.backupsDuringWindow} back to back); ` +
       `writers ${backup.writersDuringBackupRps} POST/s during it ÷ ${backup.writersWithoutBackupRps} without = ${backup.ratio.toFixed(2)} ` +
       `(${harness.generator.name} ${Math.round(backup.generatorCpuShare * 100)} % of a core)\n`)
-    const written = writeResultsFile('data.json', asJson({ machine: { ...harness.machine(), serverNodeFlags: serverNodeFlags(ROOT).join(' ') }, transfers: rows, posts, backup }))
+    const written = writeResultsFile(harness.quick ? 'data-quick.json' : 'data.json', asJson({ machine: { ...harness.machine(), serverNodeFlags: serverNodeFlags(ROOT).join(' ') }, transfers: rows, posts, backup }))
     process.stdout.write(`wrote ${written}\n`)
     return []
   }

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { parseAllDocuments } from 'yaml'
 import { parseCommandLine } from '../../src/cli/command-line.js'
 import { temporaryFolder } from '../helpers/app.js'
+import { outputOf, type ChildOutput } from '../helpers/child-output.js'
 import { CLI, runCli } from '../helpers/cli-process.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 
@@ -143,13 +144,11 @@ function bytes (quantity: string): number {
 
 const selects = (selector: Labels, labels: Labels) => Object.entries(selector).every(([key, value]) => labels[key] === value)
 
-interface ShellRun { readonly code: number | null, readonly stdout: string, readonly stderr: string }
-
 /**
  * A step's script run by /bin/sh with /exports (and the Secret's folder) moved to `paths`' folders,
  * `plantstore` on the PATH as in the image (a link to the CLI), and only the step's env besides PATH.
  */
-function runStep (container: Container, paths: { exports: string, secrets?: string }, bin: string): Promise<ShellRun> {
+function runStep (container: Container, paths: { exports: string, secrets?: string }, bin: string): Promise<ChildOutput> {
   const script = scriptOf(container).trim().replace(/(?<=^|\s|")\/exports(?=\/|\s|$)/g, paths.exports)
   expect(script).not.toMatch(/(^|\s|")\/exports\b/)
   const env: Record<string, string> = { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin` }
@@ -157,15 +156,7 @@ function runStep (container: Container, paths: { exports: string, secrets?: stri
   if (paths.secrets !== undefined) {
     for (const name of Object.keys(env).filter((each) => each.endsWith('_FILE'))) env[name] = join(paths.secrets, env[name] ?? '')
   }
-  return new Promise((resolve, reject) => {
-    const child = spawn('/bin/sh', ['-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  return outputOf(spawn('/bin/sh', ['-c', script], { env, stdio: ['ignore', 'pipe', 'pipe'] }))
 }
 
 /** A folder holding `plantstore`, a link to the CLI, as the image's /usr/local/bin does. */

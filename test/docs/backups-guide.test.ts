@@ -3,6 +3,7 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from '../helpers/app.js'
+import { outputOf, type ChildOutput } from '../helpers/child-output.js'
 import { CLI } from '../helpers/cli-process.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer, type ServerProcess } from '../helpers/server-process.js'
@@ -24,18 +25,8 @@ function shellCommandsOf (page: string): string[] {
   return blocks.flatMap((block) => block.replace(/\\\n\s*/g, '').split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#')))
 }
 
-interface Shell { readonly code: number | null, readonly stdout: string, readonly stderr: string }
-
-function sh (command: string, cwd: string, env: Record<string, string>): Promise<Shell> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-euo', 'pipefail', '-c', command], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
-  })
+function sh (command: string, cwd: string, env: Record<string, string>): Promise<ChildOutput> {
+  return outputOf(spawn('bash', ['-euo', 'pipefail', '-c', command], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] }))
 }
 
 describe(PAGE, () => {

@@ -3,6 +3,7 @@ import { mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from '../helpers/app.js'
+import { outputOf, type ChildOutput } from '../helpers/child-output.js'
 import { CLI } from '../helpers/cli-process.js'
 import { makeStore } from '../transfer/sqlite-stores.js'
 
@@ -12,22 +13,12 @@ import { makeStore } from '../transfer/sqlite-stores.js'
  * exists only in that namespace and ends with it; no other mount is touched. What the namespace's
  * folder holds afterwards is listed from inside it, after the command.
  */
-interface FullDiskRun { readonly code: number | null, readonly stdout: string, readonly stderr: string }
-
-function inFullDisk (folder: string, script: string, env: Record<string, string>): Promise<FullDiskRun> {
+function inFullDisk (folder: string, script: string, env: Record<string, string>): Promise<ChildOutput> {
   mkdirSync(join(folder, 'full'))
   const setUp = 'mount -t tmpfs -o size=1m plantstore-full-disk full'
-  return new Promise((resolve, reject) => {
-    const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `${setUp} && ${script}`], {
-      cwd: folder, env: { PATH: process.env.PATH ?? '', PLANTSTORE: `${process.execPath} ${CLI}`, ...env }, stdio: ['ignore', 'pipe', 'pipe']
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
-    child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  return outputOf(spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', `${setUp} && ${script}`], {
+    cwd: folder, env: { PATH: process.env.PATH ?? '', PLANTSTORE: `${process.execPath} ${CLI}`, ...env }, stdio: ['ignore', 'pipe', 'pipe']
+  }))
 }
 
 describe('A full disk', () => {

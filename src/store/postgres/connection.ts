@@ -32,6 +32,13 @@ export interface PostgresConnection {
 }
 
 const INT8_OID = 20
+/** The type parsers of every plantstore connection: BIGINT to `bigint`, never through a double. */
+export const BIGINT_AS_BIGINT: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary'
+      ? (text: string) => BigInt(text)
+      : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser
+}
 /** Serializes schema changes of concurrently starting instances (an arbitrary, fixed key). */
 const MIGRATION_LOCK_KEY = '7243190561180520497'
 const MIGRATIONS_TABLE = `
@@ -62,12 +69,7 @@ export async function openPostgresConnection (connectionString: string, options:
     query_timeout: options.statementTimeoutMs + 1000,
     application_name: 'plantstore',
     keepAlive: true,
-    types: {
-      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-        oid === INT8_OID && format !== 'binary'
-          ? (text: string) => BigInt(text)
-          : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser
-    }
+    types: BIGINT_AS_BIGINT
   })
   // An idle connection that the server drops emits here; the pool replaces it, and the next query
   // that cannot get a connection reports the outage to its own request.

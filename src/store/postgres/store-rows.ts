@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { postgresMigrations } from './migrations.js'
+import { BIGINT_AS_BIGINT } from './connection.js'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { StoreUnavailableError } from '../plant-store.js'
 import { assertCopiableSchema, type StoreSnapshot } from '../store-copy.js'
@@ -13,7 +14,6 @@ export interface PostgresCopyOptions {
 
 /** The newest schema this release knows. */
 export const KNOWN_VERSION = latestVersion(postgresMigrations)
-const INT8_OID = 20
 /** SQLSTATE classes that mean "not now": connection exceptions, insufficient resources, operator intervention. */
 const TRANSIENT_SQLSTATE = /^(08|53|57)/
 /** Each column type's parameter type (arrays for `unnest`, scalars for one value): times cross as microseconds. */
@@ -62,12 +62,7 @@ export function clientConfig (url: string, options: PostgresCopyOptions): pg.Cli
     query_timeout: options.queryTimeoutMs,
     application_name: 'plantstore-copy',
     keepAlive: true,
-    types: {
-      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-        oid === INT8_OID && format !== 'binary'
-          ? (text: string) => BigInt(text)
-          : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser
-    }
+    types: BIGINT_AS_BIGINT
   }
 }
 
