@@ -36,9 +36,10 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-# `plantstore tokens …` on the PATH: dist/cli.js starts with `#!/usr/bin/env node`, and a symlink's target
+# `plantstore …` on the PATH: dist/cli.js starts with `#!/usr/bin/env -S node --max-semi-space-size=8`, and a symlink's target
 # is what Node loads (an ES module, by /app/package.json). It reads the same environment as the service, so
-# `podman exec <container> plantstore tokens create …` changes the tokens of the service's own database.
+# `podman exec <container> plantstore tokens create …` changes the tokens of the service's own database, and
+# `plantstore backup FILE` backs it up.
 RUN mkdir -p /data && chown node:node /data \
  && ln -s /app/dist/cli.js /usr/local/bin/plantstore
 VOLUME ["/data"]

@@ -18,6 +18,8 @@ import { bulkLoad } from './scale.js'
 
 const WRITERS = 32
 const CLI = join(ROOT, 'dist', 'cli.js')
+/** The Node.js flags of the command's `#!/usr/bin/env -S node …` line: what an operator's `plantstore` runs with. */
+const CLI_NODE_FLAGS = (/^#!\/usr\/bin\/env -S node(.*)$/m.exec(readFileSync(join(ROOT, 'src', 'cli.ts'), 'utf8'))?.[1] ?? '').trim().split(/\s+/).filter((flag) => flag !== '')
 
 interface CommandRun { readonly seconds: number, readonly peakRssMb: number, readonly stdout: string }
 
@@ -28,7 +30,7 @@ interface CommandRun { readonly seconds: number, readonly peakRssMb: number, rea
 function runCommand (args: readonly string[], databaseUrl: string, pinned = false): Promise<CommandRun> {
   return new Promise((resolve, reject) => {
     const startedAt = performance.now()
-    const command = [process.execPath, CLI, ...args]
+    const command = [process.execPath, ...CLI_NODE_FLAGS, CLI, ...args]
     const [program, ...rest] = pinned ? ['taskset', '-c', '0', ...command] : command
     const child = spawn(program as string, rest, {
       cwd: ROOT,
