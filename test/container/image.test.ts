@@ -165,6 +165,23 @@ describe(`The container image ${IMAGE}`, () => {
     expect(publicMetrics.status).toBe(404)
   })
 
+  it('backs up and exports its /data store inside the running container (podman exec), as GET /admin/export does over HTTP', async () => {
+    const folder = await podman(['exec', first.name, 'mkdir', '-p', '/data/backups'])
+    const backup = await podman(['exec', first.name, 'plantstore', 'backup', '/data/backups/plantstore.db'])
+    const exported = await podman(['exec', first.name, 'plantstore', 'export'])
+    const fromBackup = await podman(['exec', '--env', 'DATABASE_URL=sqlite:/data/backups/plantstore.db', first.name, 'plantstore', 'export'])
+    const overHttp = await fetch(`${first.baseUrl}/admin/export`, { headers: withToken(token), signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) })
+
+    expect(folder.code, folder.stderr).toBe(0)
+    expect({ code: backup.code, stderr: backup.stderr }).toEqual({ code: 0, stderr: '' })
+    expect(backup.stdout).toMatch(/^backed up 1 plant, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 5\) to \/data\/backups\/plantstore\.db in \d+\.\d s\n$/)
+    expect(exported).toEqual({ code: 0, stdout: `${FERN}\n`, stderr: '' })
+    expect(fromBackup).toEqual(exported)
+    expect(overHttp.status).toBe(200)
+    expect(overHttp.headers.get('content-type')).toBe('application/x-ndjson')
+    expect(await overHttp.text()).toBe(`${FERN}\n`)
+  })
+
   const attempted: number[] = []
   const acknowledged: number[] = []
   const refused: number[] = []
