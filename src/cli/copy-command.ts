@@ -1,8 +1,8 @@
 import type { Config } from '../config.js'
+import { counted } from '../counted.js'
 import type { CopyTally, TableTally } from '../store/store-copy.js'
 import { STORE_TABLES } from '../store/store-rows.js'
 import { copyStore, type CopyProgress } from '../transfer/copy.js'
-import { counted } from '../transfer/copy-marker.js'
 import { locateStore } from '../transfer/store-location.js'
 import type { DataInvocation } from './data-command-line.js'
 

@@ -1,5 +1,6 @@
 import { closeSync, openSync, writeSync } from 'node:fs'
 import type { Config } from '../config.js'
+import { counted } from '../counted.js'
 import { AtomicFile } from '../transfer/atomic-file.js'
 import { exportPlants, plantsInChunk } from '../transfer/export.js'
 import { withCommandStore } from './command-store.js'
@@ -21,7 +22,7 @@ export async function runExport (invocation: ExportInvocation, config: Config): 
     const progress = new ProgressLine('exported')
     const startedAt = performance.now()
     let plants = 0
-    const counted = async function * (): AsyncGenerator<string> {
+    const countedChunks = async function * (): AsyncGenerator<string> {
       for await (const chunk of chunks) {
         plants += plantsInChunk(chunk)
         progress.update(plants)
@@ -29,13 +30,13 @@ export async function runExport (invocation: ExportInvocation, config: Config): 
       }
     }
     if (file === undefined) {
-      await writeToStandardOutput(counted())
+      await writeToStandardOutput(countedChunks())
       progress.finish()
       return 0
     }
     await unlessInterrupted(() => file.abandon(), async () => {
       try {
-        await writeToFile(file.temporaryPath, counted())
+        await writeToFile(file.temporaryPath, countedChunks())
         file.commit()
       } catch (error) {
         file.abandon()
@@ -44,7 +45,7 @@ export async function runExport (invocation: ExportInvocation, config: Config): 
     })
     progress.finish()
     const seconds = (performance.now() - startedAt) / 1000
-    process.stderr.write(`exported ${plants} plant${plants === 1 ? '' : 's'} to ${file.path} in ${seconds.toFixed(1)} s\n`)
+    process.stderr.write(`exported ${counted(plants, 'plant')} to ${file.path} in ${seconds.toFixed(1)} s\n`)
     return 0
   })
 }

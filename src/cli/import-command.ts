@@ -1,6 +1,7 @@
 import { createReadStream, statSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import type { Config } from '../config.js'
+import { counted } from '../counted.js'
 import { importPlants, type ImportCounts, type ImportProblem, type ImportResult } from '../transfer/import.js'
 import { ndjsonLines } from '../transfer/ndjson-lines.js'
 import { withCommandStore } from './command-store.js'
@@ -82,9 +83,8 @@ function summaryDocument (result: ImportResult, seconds: number): Record<string,
 
 function summaryText (name: string, result: ImportResult, seconds: number): string {
   const { lines, created, unchanged, replaced, conflicts, rejected } = result.counts
-  const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`
-  const counts = `${created} created, ${unchanged} unchanged, ${replaced} replaced, ${plural(conflicts, 'conflict')}, ${rejected} rejected`
+  const counts = `${created} created, ${unchanged} unchanged, ${replaced} replaced, ${counted(conflicts, 'conflict')}, ${rejected} rejected`
   const stopped = result.stoppedAtLine === undefined ? '' : `; stopped at line ${result.stoppedAtLine} (--on-conflict=fail): no line from it on was written`
   const nothing = created + replaced === 0 ? '; nothing changed' : ''
-  return `imported ${name}: ${plural(lines, 'line')}: ${counts} in ${seconds.toFixed(1)} s${stopped}${nothing}\n`
+  return `imported ${name}: ${counted(lines, 'line')}: ${counts} in ${seconds.toFixed(1)} s${stopped}${nothing}\n`
 }

@@ -1,3 +1,4 @@
+import { counted } from '../counted.js'
 import type { CopyMarker, TargetState } from '../store/store-copy.js'
 
 /** What a copy does with its target, decided from what the target holds before anything is written. */
@@ -48,9 +49,4 @@ function heldData (state: TargetState): string[] {
   }
   if (state.subscriptions > 0) held.push(counted(state.subscriptions, 'webhook subscription', 'webhook subscriptions'))
   return held
-}
-
-/** `1 plant`, `2 plants`. */
-export function counted (count: number, one: string, many: string): string {
-  return `${count} ${count === 1 ? one : many}`
 }

@@ -1,3 +1,4 @@
+import { counted } from '../counted.js'
 import { latestVersion, SchemaTooNewError } from '../store/migration.js'
 import type { SqliteDatabase } from '../store/sqlite/driver.js'
 import { sqliteMigrations } from '../store/sqlite/migrations.js'
@@ -51,8 +52,4 @@ function hasTable (db: SqliteDatabase, name: string): boolean {
 export function describeContents (contents: StoreContents): string {
   return `${counted(contents.plants, 'plant')}, ${counted(contents.accessTokens, 'access token')}, ` +
     `${counted(contents.webhookSubscriptions, 'webhook subscription')} and ${counted(contents.pendingWebhookEvents, 'pending webhook event')}`
-}
-
-function counted (count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? '' : 's'}`
 }
