@@ -5,13 +5,13 @@ import { STORE_TABLES } from '../store/store-rows.js'
 import { copyStore, type CopyProgress } from '../transfer/copy.js'
 import { locateStore } from '../transfer/store-location.js'
 import type { DataInvocation } from './data-command-line.js'
+import { unlessInterrupted } from './interruptions.js'
+import { ProgressLine } from './progress-line.js'
 
 /** Conflicts listed one line each on stderr; the rest are counted. */
 const LISTED_CONFLICTS = 20
 /** A copy's statements may take longer than a request's (a count of a large table): at least this long. */
 const MIN_QUERY_TIMEOUT_MS = 60_000
-const PROGRESS_EVERY_MS = 250
-const SIGNALS = { SIGINT: 2, SIGTERM: 15, SIGHUP: 1 } as const
 
 /**
  * `plantstore copy --from URL --to URL [--merge]`: the whole store into another (src/transfer/copy.ts).
@@ -22,25 +22,26 @@ export async function runCopy (invocation: Extract<DataInvocation, { command: 'c
   const from = locateStore(invocation.from)
   const to = locateStore(invocation.to)
   const secrets = [...from.secrets, ...to.secrets]
-  const progress = process.stderr.isTTY ? new ProgressLine() : undefined
+  const progress = new ProgressLine('copied')
   let conflicts = 0
-  const removeHandlers = exitOnSignals(() => progress?.end())
   const started = performance.now()
   try {
-    const result = await copyStore({
+    // The batch under way when a signal comes is rolled back by the database (its transaction never
+    // commits); every batch before it is committed with the marker, so the same command goes on.
+    const result = await unlessInterrupted(() => { progress.finish() }, () => copyStore({
       from,
       to,
       merge: invocation.merge,
       postgres: { connectTimeoutMs: config.database.connectTimeoutMs, queryTimeoutMs: Math.max(config.database.statementTimeoutMs, MIN_QUERY_TIMEOUT_MS) },
-      countPlants: progress !== undefined,
-      onProgress: (state) => progress?.show(state),
+      countPlants: process.stderr.isTTY,
+      onProgress: (state) => { showProgress(progress, state) },
       onConflict: (message) => {
         if (++conflicts > LISTED_CONFLICTS) return
-        progress?.end()
+        progress.finish()
         process.stderr.write(`plantstore: ${message}\n`)
       }
-    })
-    progress?.end()
+    }), 'the rows copied so far are kept: run the same command again to finish the copy')
+    progress.finish()
     if (conflicts > LISTED_CONFLICTS) process.stderr.write(`plantstore: … and ${conflicts - LISTED_CONFLICTS} more rows kept as the target has them, not listed\n`)
     const seconds = (performance.now() - started) / 1000
     const rate = result.plantsThisRun > 0 ? ` (${Math.round(result.plantsThisRun / seconds)} plants/s)` : ''
@@ -48,11 +49,15 @@ export async function runCopy (invocation: Extract<DataInvocation, { command: 'c
     process.stdout.write(`copied ${from.shown} to ${to.shown} in ${seconds.toFixed(1)} s${rate}: ${summary(result.tally)}${resumed}\n`)
     return Object.values(result.tally).some((tally) => tally.conflicts > 0) ? 1 : 0
   } catch (error) {
-    progress?.end()
+    progress.finish()
     throw new Error(withoutSecrets(error instanceof Error ? error.message : String(error), secrets), { cause: error })
-  } finally {
-    removeHandlers()
   }
+}
+
+/** Plants with their rate and, when counted, the time left; the other tables' rows as a count. */
+function showProgress (progress: ProgressLine, { table, rows, plants, plantsTotal }: CopyProgress): void {
+  if (table.name === 'plants') progress.update(plants, plantsTotal === undefined ? undefined : plants / plantsTotal)
+  else progress.show(() => `copying ${table.noun[1]}: ${rows}`)
 }
 
 /** `2 access tokens, …, 10 plants, …` copied, then what was skipped and what was kept as the target has it. */
@@ -70,46 +75,4 @@ function summary (tally: CopyTally): string {
 
 function withoutSecrets (message: string, secrets: readonly string[]): string {
   return secrets.reduce((text, secret) => text.split(secret).join('***'), message)
-}
-
-/**
- * An interrupted copy exits at once: the batch under way is rolled back by the database (its transaction
- * never commits), and every batch before it is committed with the marker, so the same command goes on.
- */
-function exitOnSignals (before: () => void): () => void {
-  const removers = Object.entries(SIGNALS).map(([signal, number]) => {
-    const handler = (): void => {
-      before()
-      process.stderr.write(`plantstore: interrupted by ${signal}; the rows copied so far are kept: run the same command again to finish the copy\n`)
-      process.exit(128 + number)
-    }
-    process.once(signal, handler)
-    return () => process.off(signal, handler)
-  })
-  return () => { for (const remove of removers) remove() }
-}
-
-/** One line on a terminal's stderr, rewritten at most four times a second. */
-class ProgressLine {
-  private shownAt = 0
-  private shown = false
-  private readonly started = performance.now()
-
-  show ({ table, rows, plants, plantsTotal }: CopyProgress): void {
-    const now = performance.now()
-    if (now - this.shownAt < PROGRESS_EVERY_MS) return
-    this.shownAt = now
-    const rate = Math.round(plants / ((now - this.started) / 1000))
-    const text = table.name === 'plants'
-      ? `copying plants: ${plants}${plantsTotal === undefined ? '' : ` of ${plantsTotal}`} (${rate}/s` +
-        `${plantsTotal === undefined || rate === 0 ? '' : `, ${Math.ceil(Math.max(0, plantsTotal - plants) / rate)} s left`})`
-      : `copying ${table.noun[1]}: ${rows}`
-    process.stderr.write(`\r${text}\x1b[K`)
-    this.shown = true
-  }
-
-  end (): void {
-    if (this.shown) process.stderr.write('\r\x1b[K')
-    this.shown = false
-  }
 }

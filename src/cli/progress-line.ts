@@ -13,18 +13,25 @@ export class ProgressLine {
 
   constructor (private readonly verb: string, private readonly stream: NodeJS.WriteStream = process.stderr) {}
 
-  /** `doneShare` (0 to 1), when known, gives the time left. */
+  /** How many plants so far; `doneShare` (0 to 1), when known, gives the time left. */
   update (plants: number, doneShare?: number): void {
+    this.show(() => {
+      const seconds = (Date.now() - this.startedAt) / 1000
+      const rate = seconds > 0 ? Math.round(plants / seconds) : 0
+      const left = doneShare !== undefined && doneShare > 0 && doneShare < 1
+        ? `, about ${formatDuration(seconds * (1 - doneShare) / doneShare)} left`
+        : ''
+      return `${this.verb} ${plants.toLocaleString('en-US')} plants, ${rate.toLocaleString('en-US')}/s${left}`
+    })
+  }
+
+  /** Draws the line `text` makes, unless the last was drawn less than INTERVAL_MS ago. */
+  show (text: () => string): void {
     if (this.stream.isTTY !== true) return
     const now = Date.now()
     if (now - this.drawnAt < INTERVAL_MS) return
     this.drawnAt = now
-    const seconds = (now - this.startedAt) / 1000
-    const rate = seconds > 0 ? Math.round(plants / seconds) : 0
-    const left = doneShare !== undefined && doneShare > 0 && doneShare < 1
-      ? `, about ${formatDuration(seconds * (1 - doneShare) / doneShare)} left`
-      : ''
-    this.stream.write(`\r\x1b[2K${this.verb} ${plants.toLocaleString('en-US')} plants, ${rate.toLocaleString('en-US')}/s${left}`)
+    this.stream.write(`\r\x1b[2K${text()}`)
     this.drawn = true
   }
 
