@@ -2,9 +2,10 @@
 import { AccessTokenRegistry } from './auth/token-registry.js'
 import { parseCommandLine, UsageError, type Invocation } from './cli/command-line.js'
 import { runDataCommand } from './cli/data-commands.js'
-import { CommandFailure, runTokenCommand } from './cli/token-commands.js'
+import { withCommandStore } from './cli/command-store.js'
+import { isTokenInvocation } from './cli/token-command-line.js'
+import { runTokenCommand } from './cli/token-commands.js'
 import { InvalidConfigError, loadConfig, loadDotEnvFile } from './config.js'
-import { openStore } from './store/open-store.js'
 import { StoreUnavailableError } from './store/plant-store.js'
 
 /**
@@ -29,22 +30,15 @@ async function main (args: readonly string[]): Promise<number> {
   try {
     loadDotEnvFile()
     const config = loadConfig()
-    if (invocation.command !== 'tokens create' && invocation.command !== 'tokens list' && invocation.command !== 'tokens revoke') {
-      return await runDataCommand(invocation, config)
-    }
-    if (config.databaseUrl === 'memory:') {
-      throw new CommandFailure('DATABASE_URL is "memory:": the tokens of a memory store live only inside the running service; ' +
-        'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}')
-    }
-    const store = await openStore(config.databaseUrl, config.database)
-    try {
+    if (!isTokenInvocation(invocation)) return await runDataCommand(invocation, config)
+    const memoryRefusal = 'the tokens of a memory store live only inside the running service; ' +
+      'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}'
+    const output = await withCommandStore(config, memoryRefusal, async (store) => {
       const registry = new AccessTokenRegistry(store.tokens, config.tokens)
       await registry.refresh()
-      process.stdout.write(await runTokenCommand(invocation, registry))
-    } finally {
-      // Closing cannot undo a committed change; a failure to close must not hide its output or exit code.
-      await store.close().catch(() => {})
-    }
+      return runTokenCommand(invocation, registry)
+    })
+    process.stdout.write(output)
     return 0
   } catch (error) {
     reportError(reasonOf(error))

@@ -17,7 +17,7 @@ type ExportInvocation = Extract<DataInvocation, { command: 'export' }>
 export async function runExport (invocation: ExportInvocation, config: Config): Promise<number> {
   // Refused before the store is opened: an existing file is never touched.
   const file = invocation.out === undefined ? undefined : new AtomicFile(invocation.out, invocation.force, 'export')
-  return withCommandStore(config, 'export', 'use GET /admin/export with an admin token', async (store) => {
+  return withCommandStore(config, 'a memory store lives only inside the running service, so export cannot reach it; use GET /admin/export with an admin token', async (store) => {
     const chunks = exportPlants(store, invocation.tag === undefined ? {} : { tag: invocation.tag })
     const progress = new ProgressLine('exported')
     const startedAt = performance.now()

@@ -20,7 +20,7 @@ const REPORTED_PROBLEMS = 100
  */
 export async function runImport (invocation: ImportInvocation, config: Config): Promise<number> {
   const { input, size, name } = openInput(invocation.file)
-  return withCommandStore(config, 'import', 'POST the plants to the service instead', async (store) => {
+  return withCommandStore(config, 'a memory store lives only inside the running service, so import cannot reach it; POST the plants to the service instead', async (store) => {
     const progress = new ProgressLine('imported')
     let problems = 0
     const report = (problem: ImportProblem): void => {

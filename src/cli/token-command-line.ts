@@ -17,6 +17,10 @@ export type TokenInvocation =
   | { readonly command: 'tokens list', readonly json: boolean }
   | { readonly command: 'tokens revoke', readonly idOrName: string, readonly json: boolean }
 
+export function isTokenInvocation (invocation: { readonly command: string }): invocation is TokenInvocation {
+  return invocation.command.startsWith('tokens ')
+}
+
 const DURATION = /^([1-9]\d{0,15})([smhdw])$/
 const UNIT_MS: Readonly<Record<string, number>> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 }
 /** RFC 3339 has four-digit years: an expiry must be shown as one. */
