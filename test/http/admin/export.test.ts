@@ -102,8 +102,8 @@ describe('GET /admin/export while the store fails or changes', () => {
 
     const response = await exportPlants(app)
 
-    expect(response.statusCode).toBe(503)
-    expect(response.json()).toMatchObject({ error: 503 })
+    expectError(response, 503, `storage is unavailable, retry later; request id ${String(response.headers['x-request-id'])}`)
+    expect(response.headers['retry-after']).toBe('1')
     await store.close()
   })
 
@@ -126,6 +126,18 @@ describe('GET /admin/export while the store fails or changes', () => {
     expect(response.status).toBe(200)
     await expect(body).rejects.toThrow(/terminated/)
     await store.close()
+  })
+
+  it('Given plants deleted before the export, When it runs, Then they are not in it, and their neighbours are', async () => {
+    const store = await backends[1]!.open()
+    await createPlants(store, 1, 1500)
+    for (const id of [1n, 1000n, 1001n, 1500n]) expect(await store.delete(id)).toEqual({ status: 'deleted' })
+    const app = await buildTestApp({ store, tokens: TOKENS })
+
+    const response = await exportPlants(app)
+
+    const ids = response.body.trimEnd().split('\n').map((text) => Number(/^\{"id":(\d+),/.exec(text)?.[1]))
+    expect(ids).toEqual(Array.from({ length: 1500 }, (_, index) => index + 1).filter((id) => ![1, 1000, 1001, 1500].includes(id)))
   })
 
   it('Given writes while a long export streams, When it ends, Then every plant stored before it began is in it exactly once, in id order', async () => {
