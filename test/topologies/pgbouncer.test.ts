@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
-import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js'
+import { startPgBouncer, type PgBouncer } from '../../scripts/topologies/pgbouncer.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer } from '../helpers/server-process.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
@@ -42,14 +42,16 @@ describe.each([
     const databaseUrl = await createTestDatabase()
     const pooler = await startPgBouncer(databaseUrl, PORTS[mode], mode)
     poolers.push(pooler)
-    const server = await startServer({
+    const serverEnv = {
       DATABASE_URL: pooler.url,
       DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
       PLANTSTORE_TOKENS: `name=admin;scopes=admin;${ADMIN},name=writer;scopes=plants:read+plants:write;${WRITER}`,
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
       ...env
-    })
-    const { baseUrl } = server
+    }
+    const { baseUrl } = await startServer(serverEnv)
+    // A second instance on the same database, which hears of token changes only through the database.
+    const other = await startServer({ ...serverEnv, WEBHOOK_DELIVERY: 'false' })
 
     // The plant operations, one by one.
     const created = await call(baseUrl, 'POST', '/plants', WRITER, { id: 1, name: 'Fern', tag: 'indoor' })
@@ -69,19 +71,27 @@ describe.each([
     expect({ writes: tally(writes), reads: tally(reads), changes: tally(changes) }).toEqual({ writes: { 200: 200 }, reads: { 200: 200 }, changes: { 200: 200 } })
     expect((await call(baseUrl, 'GET', '/readyz', ADMIN)).status).toBe(200)
 
-    // A token made, used, revoked: the revocation reaches the instance within the bound.
+    // A token made on one instance is used on the other, then revoked on the first: the other
+    // refuses it within the bound (LISTEN in session mode, the revision poll in transaction mode).
     const made = await call(baseUrl, 'POST', '/admin/tokens', ADMIN, { name: 'reader', scopes: ['plants:read'] })
     expect(made.status).toBe(201)
     const reader = await made.json() as { id: string, token: string }
-    expect((await call(baseUrl, 'GET', '/plants/100', reader.token)).status).toBe(200)
+    let acceptedAfterMs = 0
+    const madeAt = performance.now()
+    while ((await call(other.baseUrl, 'GET', '/plants/100', reader.token)).status !== 200 && performance.now() - madeAt < 5000) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      acceptedAfterMs = performance.now() - madeAt
+    }
+    expect(acceptedAfterMs, 'ms until the other instance accepts the new token').toBeLessThan(REVOCATION_BOUND_MS)
     expect((await call(baseUrl, 'DELETE', `/admin/tokens/${reader.id}`, ADMIN)).status).toBe(204)
     const revokedAt = performance.now()
     let refusedAfterMs: number | undefined
     while (refusedAfterMs === undefined && performance.now() - revokedAt < 5000) {
-      if ((await call(baseUrl, 'GET', '/plants/100', reader.token)).status === 401) refusedAfterMs = performance.now() - revokedAt
+      if ((await call(other.baseUrl, 'GET', '/plants/100', reader.token)).status === 401) refusedAfterMs = performance.now() - revokedAt
       else await new Promise((resolve) => setTimeout(resolve, 20))
     }
-    expect(refusedAfterMs, 'ms until the revoked token is refused').toBeLessThan(REVOCATION_BOUND_MS)
+    expect(refusedAfterMs, 'ms until the other instance refuses the revoked token').toBeLessThan(REVOCATION_BOUND_MS)
+    expect((await call(baseUrl, 'GET', '/plants/100', reader.token)).status).toBe(401)
 
     // A webhook subscription and a delivery.
     const receiver = await WebhookReceiver.start()
