@@ -43,7 +43,8 @@ export const BIGINT_AS_BIGINT: pg.CustomTypesConfig = {
 /** A node-postgres pool for the pooling mode: see PostgresPool. */
 export function createPostgresPool (connectionString: string, options: PostgresPoolOptions): PostgresPool {
   const pooling = options.pooling ?? 'direct'
-  const timeout = `SET statement_timeout = ${options.statementTimeoutMs}`
+  const sessionTimeout = `SET statement_timeout = ${options.statementTimeoutMs}`
+  const transactionTimeout = `SET LOCAL statement_timeout = ${options.statementTimeoutMs}`
   const perTransaction = pooling === 'transaction'
   const pool = new pg.Pool({
     connectionString,
@@ -57,11 +58,11 @@ export function createPostgresPool (connectionString: string, options: PostgresP
     ...(perTransaction
       ? { Client: UnnamedStatementClient }
       // A connection whose SET fails is ended and its caller gets the error, as if it could not connect.
-      : { onConnect: async (client: pg.ClientBase) => { await client.query(timeout) } })
+      : { onConnect: async (client: pg.ClientBase) => { await client.query(sessionTimeout) } })
   })
   return {
     pool,
-    beginBounded: perTransaction ? (begin) => `${begin}; ${timeout.replace('SET', 'SET LOCAL')}` : (begin) => begin,
+    beginBounded: perTransaction ? (begin) => `${begin}; ${transactionTimeout}` : (begin) => begin,
     boundsLoneStatements: perTransaction,
     canListen: !perTransaction
   }
