@@ -31,6 +31,11 @@
  *                                      and PostgreSQL, against the service's POST rate, and a backup of a
  *                                      1M-plant SQLite store under 32 writers (not part of a full run;
  *                                      figures in bench/results/data.json)
+ *   npm run bench -- --only pooling    PostgreSQL directly, through PgBouncer in session mode and through
+ *                                      PgBouncer in transaction mode (DATABASE_POOLING=transaction): POST and
+ *                                      GET by id, ratios ÷ direct, PgBouncer's own CPU per request (not part
+ *                                      of a full run: needs /usr/sbin/pgbouncer; figures in
+ *                                      bench/results/pooling.json)
  *   npm run bench -- --only observability --baseline-dist ../plantstore-1.3.0
  *                                      also a `release` service: the dist/server.js of another build
  *                                      (built, its own node_modules installed), in the same rounds
@@ -60,6 +65,7 @@ import { Harness, type Part } from './harness.js'
 import { backendsPart } from './parts/backends.js'
 import { dataPart } from './parts/data.js'
 import { observabilityPart } from './parts/observability.js'
+import { poolingPart } from './parts/pooling.js'
 import { compareSizes } from './parts/scale.js'
 import { tokensPart } from './parts/tokens.js'
 import { updatesPart } from './parts/updates.js'
@@ -69,7 +75,7 @@ import { writeResults } from './report.js'
 /** Every part of a full run, in the order they run and their rows are written. */
 const PARTS: readonly Part[] = [backendsPart, tokensPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
-const ON_REQUEST: readonly Part[] = [dataPart]
+const ON_REQUEST: readonly Part[] = [dataPart, poolingPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
 
 const args = process.argv.slice(2)

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { parseTokenList, type ConfiguredToken } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
+import { DATABASE_POOLING_MODES, type DatabasePooling } from './store/postgres/pooling.js'
 import { secretsKeyOf } from './webhooks/secrets.js'
 
 /**
@@ -17,11 +18,12 @@ export interface Config {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string
-  /** PostgreSQL only: pool size per instance, connect timeout, statement timeout. */
+  /** PostgreSQL only: pool size per instance, connect timeout, statement timeout, what pools in front (`DATABASE_POOLING`). */
   readonly database: {
     readonly poolSize: number
     readonly connectTimeoutMs: number
     readonly statementTimeoutMs: number
+    readonly pooling: DatabasePooling
   }
   /** The tokens of `PLANTSTORE_TOKENS` (or its file), as digests; empty means "the store's tokens only". */
   readonly tokens: readonly ConfiguredToken[]
@@ -125,7 +127,8 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     database: Object.freeze({
       poolSize: read(() => integerVariable(env, 'DATABASE_POOL_SIZE', 10, 1, 1000), 0),
       connectTimeoutMs: read(() => integerVariable(env, 'DATABASE_CONNECT_TIMEOUT_MS', 2000, 100, 600_000), 0),
-      statementTimeoutMs: read(() => integerVariable(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000), 0)
+      statementTimeoutMs: read(() => integerVariable(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000), 0),
+      pooling: read(() => databasePoolingVariable(env), 'direct')
     }),
     tokens: Object.freeze(read(() => tokensVariable(env), [])),
     logLevel: read(() => logLevelVariable(env), 'info'),
@@ -274,6 +277,14 @@ function isProxyAddress (entry: string): boolean {
   const family = isIP(address)
   if (family === 0 || extra !== undefined) return false
   return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128))
+}
+
+/** `DATABASE_POOLING`: what stands between the service and PostgreSQL (src/store/postgres/pool.ts). */
+function databasePoolingVariable (env: Env): DatabasePooling {
+  const text = valueOf(env, 'DATABASE_POOLING') ?? 'direct'
+  const mode = DATABASE_POOLING_MODES.find((candidate) => candidate === text)
+  if (mode !== undefined) return mode
+  throw new ConfigError('DATABASE_POOLING', `must be "direct", "session" or "transaction" (PgBouncer's pool_mode), got ${JSON.stringify(text)}`)
 }
 
 function hostVariable (env: Env): string {

@@ -2,15 +2,11 @@ import pg from 'pg'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { postgresMigrations } from './migrations.js'
 import { StoreUnavailableError, type PoolUsage } from '../plant-store.js'
+import { createPostgresPool, type PostgresPoolOptions } from './pool.js'
 
-export interface PostgresConnectionOptions {
-  /** Connections this instance may hold; instances × poolSize must stay below max_connections. */
-  readonly poolSize: number
-  /** How long to wait for a connection (new or from the pool) before the request gets a 503. */
-  readonly connectTimeoutMs: number
-  /** Server-side statement_timeout; the client gives up a second later if the server is silent. */
-  readonly statementTimeoutMs: number
-}
+export { BIGINT_AS_BIGINT } from './pool.js'
+/** The pool's size, timeouts and pooling mode (pool.ts). */
+export type PostgresConnectionOptions = PostgresPoolOptions
 
 /**
  * The pool as the sub-stores use it. Every statement and transaction first brings the schema up to
@@ -28,17 +24,11 @@ export interface PostgresConnection {
   retriedTransaction<T> (what: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T>
   ping (): Promise<void>
   poolUsage (): PoolUsage
+  /** Whether a connection may stay in `LISTEN` (not behind a pooler in transaction mode). */
+  readonly canListen: boolean
   close (): Promise<void>
 }
 
-const INT8_OID = 20
-/** The type parsers of every plantstore connection: BIGINT to `bigint`, never through a double. */
-export const BIGINT_AS_BIGINT: pg.CustomTypesConfig = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary'
-      ? (text: string) => BigInt(text)
-      : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser
-}
 /** Serializes schema changes of concurrently starting instances (an arbitrary, fixed key). */
 const MIGRATION_LOCK_KEY = '7243190561180520497'
 const MIGRATIONS_TABLE = `
@@ -60,24 +50,15 @@ const TRANSIENT_SQLSTATE = /^(08|53|57)/
  * that reaches the database, and every operation until then is a StoreUnavailableError.
  */
 export async function openPostgresConnection (connectionString: string, options: PostgresConnectionOptions): Promise<PostgresConnection> {
-  const pool = new pg.Pool({
-    connectionString,
-    max: options.poolSize,
-    connectionTimeoutMillis: options.connectTimeoutMs,
-    idleTimeoutMillis: 30_000,
-    statement_timeout: options.statementTimeoutMs,
-    query_timeout: options.statementTimeoutMs + 1000,
-    application_name: 'plantstore',
-    keepAlive: true,
-    types: BIGINT_AS_BIGINT
-  })
+  const { pool, beginBounded, boundsLoneStatements, canListen } = createPostgresPool(connectionString, options)
+  const boundedBegin = beginBounded('BEGIN')
   // An idle connection that the server drops emits here; the pool replaces it, and the next query
   // that cannot get a connection reports the outage to its own request.
   pool.on('error', () => {})
 
   let schemaReady: Promise<void> | undefined
   const ensureSchema = (): Promise<void> => {
-    schemaReady ??= migrate(pool).catch((error: unknown) => {
+    schemaReady ??= migrate(pool, boundedBegin).catch((error: unknown) => {
       const failure = asStoreError(error)
       if (failure instanceof StoreUnavailableError) schemaReady = undefined
       throw failure
@@ -89,7 +70,10 @@ export async function openPostgresConnection (connectionString: string, options:
     async query<Row extends pg.QueryResultRow> (config: pg.QueryConfig) {
       await ensureSchema()
       try {
-        return await pool.query<Row>(config)
+        // Behind a pooler in transaction mode a statement is bounded only inside a transaction that sets it.
+        return boundsLoneStatements
+          ? await inTransaction(pool, (client) => client.query<Row>(config), boundedBegin)
+          : await pool.query<Row>(config)
       } catch (error) {
         throw asStoreError(error)
       }
@@ -97,7 +81,7 @@ export async function openPostgresConnection (connectionString: string, options:
     async transaction (work, begin) {
       await ensureSchema()
       try {
-        return await inTransaction(pool, work, begin)
+        return await inTransaction(pool, work, beginBounded(begin ?? 'BEGIN'))
       } catch (error) {
         throw asStoreError(error)
       }
@@ -106,7 +90,7 @@ export async function openPostgresConnection (connectionString: string, options:
       await ensureSchema()
       for (let attempt = 1; ; attempt++) {
         try {
-          return await inTransaction(pool, work)
+          return await inTransaction(pool, work, boundedBegin)
         } catch (error) {
           const code = (error as { code?: unknown }).code
           if (attempt === TRANSACTION_ATTEMPTS || typeof code !== 'string' || !RETRYABLE_SQLSTATE.test(code)) {
@@ -127,6 +111,7 @@ export async function openPostgresConnection (connectionString: string, options:
           : new StoreUnavailableError(`PostgreSQL cannot be queried (${(error as Error).message})`, { cause: error })
       }
     },
+    canListen,
     poolUsage: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize }),
     close: () => pool.end()
   }
@@ -178,7 +163,7 @@ function asStoreError (error: unknown): unknown {
 }
 
 /** Applies the migrations this database has not seen, under an advisory lock that other starting instances wait for. */
-async function migrate (pool: pg.Pool): Promise<void> {
+async function migrate (pool: pg.Pool, begin: string): Promise<void> {
   const known = latestVersion(postgresMigrations)
   await inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
@@ -191,5 +176,5 @@ async function migrate (pool: pg.Pool): Promise<void> {
       await client.query(migration.sql)
       await client.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
     }
-  })
+  }, begin)
 }

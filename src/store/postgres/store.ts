@@ -25,7 +25,8 @@ export interface PostgresOptions extends PostgresConnectionOptions {
 export async function openPostgresStore (connectionString: string, options: PostgresOptions): Promise<PlantStore> {
   const connection = await openPostgresConnection(connectionString, options)
   const writes = postgresGroupCommit(connection, options.onBatchCommitted)
-  const tokenChanges = new TokenChangeListener(connectionString, options.connectTimeoutMs)
+  // Behind a pooler in transaction mode no connection can stay in LISTEN: the revision poll alone follows changes.
+  const tokenChanges = connection.canListen ? new TokenChangeListener(connectionString, options.connectTimeoutMs) : undefined
   return {
     backend: 'postgres',
     ...groupCommittedWrites(writes),
@@ -39,7 +40,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     ping: () => connection.ping(),
     async close () {
       await writes.whenIdle()
-      await tokenChanges.close()
+      await tokenChanges?.close()
       await connection.close()
     }
   }

@@ -22,8 +22,11 @@ interface TokenRow {
   readonly revoked_at: Date | null
 }
 
-/** The access tokens; every change is announced to the other instances (token-changes.ts). */
-export function postgresTokenStore (connection: PostgresConnection, changes: TokenChangeListener): AccessTokenStore {
+/**
+ * The access tokens; every change is announced to the other instances (token-changes.ts), which hear it
+ * when `changes` is given (not behind a pooler in transaction mode) and otherwise at their revision poll.
+ */
+export function postgresTokenStore (connection: PostgresConnection, changes: TokenChangeListener | undefined): AccessTokenStore {
   const transaction = <T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> => connection.transaction(work, BEGIN_READ_COMMITTED)
   const insert = async (client: pg.PoolClient, token: VerifiableAccessToken) => {
     await client.query(
@@ -74,9 +77,7 @@ export function postgresTokenStore (connection: PostgresConnection, changes: Tok
         return true
       })
     },
-    watch (listener) {
-      return changes.add(listener)
-    }
+    ...(changes === undefined ? {} : { watch: (listener: () => void) => changes.add(listener) })
   }
 }
 
