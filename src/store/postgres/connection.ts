@@ -2,7 +2,7 @@ import pg from 'pg'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { postgresMigrations } from './migrations.js'
 import { StoreUnavailableError, type PoolUsage } from '../plant-store.js'
-import { asStoreError, inTransaction } from './transactions.js'
+import { asStoreError, checkWritable, inTransaction } from './transactions.js'
 
 export interface PostgresConnectionOptions {
   /** Connections this instance may hold; instances × poolSize must stay below max_connections. */
@@ -28,6 +28,8 @@ export interface PostgresConnection {
    */
   retriedTransaction<T> (what: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T>
   ping (): Promise<void>
+  /** Resolves when the server takes writes: reachable, a primary, not read-only. A connection that finds it read-only is dropped. */
+  checkWritable (): Promise<void>
   poolUsage (): PoolUsage
   close (): Promise<void>
 }
@@ -125,6 +127,10 @@ export async function openPostgresConnection (connectionString: string, options:
           ? error
           : new StoreUnavailableError(`PostgreSQL cannot be queried (${(error as Error).message})`, { cause: error })
       }
+    },
+    async checkWritable () {
+      await ensureSchema()
+      await checkWritable(pool)
     },
     poolUsage: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize }),
     close: () => pool.end()

@@ -42,6 +42,38 @@ export function asStoreError (error: unknown): unknown {
   return error
 }
 
+/**
+ * Resolves when the server behind `pool` takes writes; rejects with a StoreUnavailableError when it cannot
+ * be reached or is read-only (in recovery, or `default_transaction_read_only`: either way the implicit
+ * transaction is read-only). One statement on one connection, which is dropped unless it is writable.
+ */
+export async function checkWritable (pool: pg.Pool): Promise<void> {
+  let client: pg.PoolClient
+  try {
+    client = await pool.connect()
+  } catch (error) {
+    throw asStoreError(error)
+  }
+  client.on('error', ignoreClientError)
+  let release: Error | undefined
+  try {
+    const { rows } = await client.query<{ readOnly: string }>('SELECT current_setting(\'transaction_read_only\') AS "readOnly"')
+    if (rows[0]?.readOnly !== 'off') {
+      release = new Error('the server is read-only')
+      throw new StoreUnavailableError('PostgreSQL takes no writes: the server is read-only (a standby, or default_transaction_read_only)')
+    }
+  } catch (error) {
+    release ??= error instanceof Error ? error : new Error(String(error))
+    const failure = asStoreError(error)
+    throw failure instanceof StoreUnavailableError
+      ? failure
+      : new StoreUnavailableError(`PostgreSQL cannot be queried (${(error as Error).message})`, { cause: error })
+  } finally {
+    client.off('error', ignoreClientError)
+    client.release(release)
+  }
+}
+
 /** The connection dropping under a checked-out client is reported by its pending query; without a listener it would crash the process. */
 const ignoreClientError = () => {}
 
