@@ -14,6 +14,11 @@ export interface TcpProxy {
   hold (): void
   /** Resets (RST) every open connection, and each new one as it arrives, until another mode is set. */
   reset (): void
+  /**
+   * The connections open now stop forwarding for good and stay open (their server's host vanished
+   * without a word: no FIN, no RST); the mode goes on deciding for new ones.
+   */
+  freezeOpen (): void
   /** New connections go to `port` from now on (a DNS name or a virtual IP moved); open ones stay where they are. */
   retarget (port: number): void
   /** Connections accepted so far. */
@@ -30,6 +35,7 @@ export async function startTcpProxy (targetPort: number, listenPort = 0): Promis
   let mode: ProxyMode = { kind: 'pass' }
   let accepted = 0
   const pairs = new Set<Pair>()
+  const frozen = new Set<Pair>()
 
   const applyFlow = (pair: Pair) => {
     for (const socket of [pair.client, pair.server]) {
@@ -76,6 +82,14 @@ export async function startTcpProxy (targetPort: number, listenPort = 0): Promis
       pairs.clear()
     } else for (const pair of pairs) applyFlow(pair)
   }
+  const freezeOpen = () => {
+    for (const pair of pairs) {
+      pair.client.pause()
+      pair.server.pause()
+      frozen.add(pair)
+    }
+    pairs.clear()
+  }
 
   return {
     port: (listener.address() as net.AddressInfo).port,
@@ -83,9 +97,12 @@ export async function startTcpProxy (targetPort: number, listenPort = 0): Promis
     delay: (ms) => setMode({ kind: 'delay', ms }),
     hold: () => setMode({ kind: 'hold' }),
     reset: () => setMode({ kind: 'reset' }),
+    freezeOpen,
     retarget: (port) => { target = port },
     accepted: () => accepted,
     async close () {
+      for (const pair of frozen) pairs.add(pair)
+      frozen.clear()
       setMode({ kind: 'reset' })
       await new Promise<void>((resolve) => listener.close(() => resolve()))
     }
