@@ -20,9 +20,9 @@ interface WriteAnswer { readonly id: number, readonly status: number | 'no answe
 function writeLoad (baseUrl: string, workers: number) {
   const answers: WriteAnswer[] = []
   let nextId = 1
-  let stopped = false
+  const state = { stopped: false }
   const worker = async () => {
-    while (!stopped) {
+    while (!state.stopped) {
       const id = nextId++
       const started = performance.now()
       try {
@@ -42,7 +42,7 @@ function writeLoad (baseUrl: string, workers: number) {
   }
   const running = Array.from({ length: workers }, worker)
   const count = (status: number) => answers.filter((answer) => answer.status === status).length
-  return { answers, count, stop: async () => { stopped = true; await Promise.all(running) } }
+  return { answers, count, stop: async () => { state.stopped = true; await Promise.all(running) } }
 }
 
 describe('A failover: the primary stopped, a synchronous standby promoted, the one address moved to it', () => {
