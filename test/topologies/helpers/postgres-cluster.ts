@@ -1,11 +1,16 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 
-/** Debian's PostgreSQL 15 server binaries (scripts/topologies/install-tools.sh installs them). */
-export const POSTGRES_BIN = '/usr/lib/postgresql/15/bin'
+/** Debian's PostgreSQL server binaries, of the newest major version installed (scripts/topologies/install-tools.sh installs them). */
+export const POSTGRES_BIN = (() => {
+  const majors = readdirSync('/usr/lib/postgresql').filter((major) => existsSync(join('/usr/lib/postgresql', major, 'bin', 'initdb')))
+  const newest = majors.sort((a, b) => Number(b) - Number(a))[0]
+  if (newest === undefined) throw new Error('no PostgreSQL server in /usr/lib/postgresql: run scripts/topologies/install-tools.sh')
+  return join('/usr/lib/postgresql', newest, 'bin')
+})()
 
 /** The server refuses to run as root: every binary runs as this user (its ids from the system). */
 const postgresUser = (() => {
