@@ -8,6 +8,7 @@ import { until } from '../helpers/load.js'
 
 const SERVER_ENTRY = fileURLToPath(new URL('../../dist/server.js', import.meta.url))
 const TOKEN = 'disk-full-readiness-token'
+const ADMIN_TOKEN = 'disk-full-readiness-admin-token'
 
 /**
  * The service in a mount namespace of its own (`unshare --mount`, as root) where a 4 MB tmpfs is mounted
@@ -19,7 +20,7 @@ async function serverOnSmallDisk (folder: string) {
   const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c',
     `mount -t tmpfs -o size=4m plantstore-full-disk full && exec "${process.execPath}" "${SERVER_ENTRY}"`], {
     cwd: folder,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', DATABASE_URL: 'sqlite:full/plants.db', PLANTSTORE_TOKENS: TOKEN },
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', DATABASE_URL: 'sqlite:full/plants.db', PLANTSTORE_TOKENS: `${TOKEN},name=admin;scopes=admin;${ADMIN_TOKEN}` },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let stdout = ''
@@ -53,16 +54,23 @@ describe('A SQLite disk that fills up under a running service', () => {
       signal: AbortSignal.timeout(10_000)
     })).status
 
-    const before = { ready: await ready(), write: await write() }
+    const createToken = async () => (await fetch(`${server.baseUrl}/admin/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: `token-${++id}`, scopes: ['plants:read'] }),
+      signal: AbortSignal.timeout(10_000)
+    })).status
+
+    const before = { ready: await ready(), write: await write(), token: await createToken() }
     // dd stops at ENOSPC: the tmpfs is full.
     server.inNamespace('dd if=/dev/zero of=full/filler bs=64k 2>/dev/null; true')
-    const whileFull = { ready: await ready(), write: await write() }
+    const whileFull = { ready: await ready(), write: await write(), token: await createToken() }
     server.inNamespace('rm full/filler')
-    const afterwards = { ready: await ready(), write: await write() }
+    const afterwards = { ready: await ready(), write: await write(), token: await createToken() }
 
-    expect(before).toEqual({ ready: { status: 200, retryAfter: null, body: { status: 'ok' } }, write: 200 })
-    expect(whileFull).toEqual({ ready: { status: 503, retryAfter: '1', body: { error: 503, message: expect.stringMatching(/^storage is unavailable, retry later; request id /) } }, write: 503 })
-    expect(afterwards).toEqual({ ready: { status: 200, retryAfter: null, body: { status: 'ok' } }, write: 200 })
+    expect(before).toEqual({ ready: { status: 200, retryAfter: null, body: { status: 'ok' } }, write: 200, token: 201 })
+    expect(whileFull).toEqual({ ready: { status: 503, retryAfter: '1', body: { error: 503, message: expect.stringMatching(/^storage is unavailable, retry later; request id /) } }, write: 503, token: 503 })
+    expect(afterwards).toEqual({ ready: { status: 200, retryAfter: null, body: { status: 'ok' } }, write: 200, token: 201 })
     expect(server.child.exitCode).toBeNull()
   })
 })

@@ -3,11 +3,13 @@ import { SchemaTooNewError } from '../migration.js'
 import { StoreUnavailableError } from '../plant-store.js'
 
 /**
- * SQLSTATE classes and codes that mean "not now": connection exceptions (08), insufficient resources
- * (53), operator intervention (57: shutdown, cancel, statement_timeout), and a server that takes no
- * writes: 25006 read_only_sql_transaction (a standby, or `default_transaction_read_only`).
+ * SQLSTATE classes and codes that mean "not now": connection exceptions (08), transaction rollback (40:
+ * a serialization failure or deadlock that was not run again), insufficient resources (53: disk full,
+ * too many connections), operator intervention (57: shutdown, cancel, statement_timeout), a lock not
+ * had in time (55P03), and a server that takes no writes: 25006 read_only_sql_transaction (a standby, or
+ * `default_transaction_read_only`).
  */
-const TRANSIENT_SQLSTATE = /^(08|53|57)|^25006$/
+const TRANSIENT_SQLSTATE = /^(08|40|53|57)|^(25006|55P03)$/
 /**
  * SQLSTATEs after which the connection itself is not worth keeping: its server went away or is shutting
  * down (08, 57P01–57P05), or it is a standby or read-only (25006), where a failover left the pool pointing
