@@ -12,11 +12,16 @@ export const POSTGRES_BIN = (() => {
   return join('/usr/lib/postgresql', newest, 'bin')
 })()
 
-/** The server refuses to run as root: every binary runs as this user (its ids from the system). */
-const postgresUser = (() => {
+const asRoot = process.getuid?.() === 0
+/** The server refuses to run as root: as root, every binary runs as the user `postgres` (its ids from the system); otherwise as this user. */
+const postgresUser: { uid?: number, gid?: number } = (() => {
+  if (!asRoot) return {}
   const ids = (option: string) => Number(spawnSync('id', [option, 'postgres'], { encoding: 'utf8' }).stdout.trim())
   return { uid: ids('-u'), gid: ids('-g') }
 })()
+const ownedByPostgres = (path: string) => {
+  if (postgresUser.uid !== undefined && postgresUser.gid !== undefined) chownSync(path, postgresUser.uid, postgresUser.gid)
+}
 
 /** One PostgreSQL server of a topology: a primary or a standby, on 127.0.0.1. */
 export interface PostgresServer {
@@ -59,7 +64,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** Creates an empty cluster folder under the system's temporary folder. */
 export function createCluster (): Cluster {
   const folder = mkdtempSync(join(tmpdir(), 'plantstore-topology-'))
-  chownSync(folder, postgresUser.uid, postgresUser.gid)
+  ownedByPostgres(folder)
   const servers: PostgresServer[] = []
 
   const server = (name: string, port: number, settings: Record<string, string>): PostgresServer => {
@@ -127,7 +132,7 @@ export function createCluster (): Cluster {
     async standby (primary, name, port, settings = {}) {
       const dataDirectory = join(folder, name)
       mkdirSync(dataDirectory)
-      chownSync(dataDirectory, postgresUser.uid, postgresUser.gid)
+      ownedByPostgres(dataDirectory)
       chmodSync(dataDirectory, 0o700)
       runAsPostgres('pg_basebackup', [
         '-d', `host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}`, '-D', dataDirectory, '-R', '-X', 'stream', '--no-sync'
