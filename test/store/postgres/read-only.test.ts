@@ -64,6 +64,7 @@ describe('A PostgreSQL database that turns read-only under a running service (a 
     const after = await statusesOf(3, TEST_POSTGRES_OPTIONS.poolSize + 1)
     const readyAfter = await app.inject({ method: 'GET', url: '/readyz' })
 
+    console.log(`while read-only: ${[...readOnly, ['GET /readyz', readyWhileReadOnly] as const].map(([name, response]) => `${name} ${response.statusCode}`).join(', ')}`)
     const created = { 'POST /plants': 200, 'PUT /plants/1': 200, 'POST /admin/tokens': 201, 'POST /admin/webhooks': 201 }
     expect(before).toEqual(created)
     expect(readyBefore.statusCode).toBe(200)
