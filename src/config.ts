@@ -295,12 +295,19 @@ function hostVariable (env: Env): string {
   return host
 }
 
+/** libpq's multi-host URL (`postgres://h1,h2/db`, `?host=h1,h2`, `target_session_attrs=`): node-postgres takes `h1,h2` for one host name. */
+const POSTGRES_HOST_LIST = /^[^:]+:\/\/(?:[^/?#@]*@)?[^/?#]*,|[?&](?:host=[^&]*,|target_session_attrs=)/
+
 function databaseUrlVariable (env: Env): string {
   const url = secretOf(env, 'DATABASE_URL') ?? 'sqlite:./data/plantstore.db'
   if (url === 'memory:' || (url.startsWith('sqlite:') && url.length > 'sqlite:'.length)) return url
-  if (isPostgresUrl(url) && URL.canParse(url)) return url
   // The value is not echoed: a connection URL may carry a password.
   const variable = valueOf(env, 'DATABASE_URL_FILE') === undefined ? 'DATABASE_URL' : 'DATABASE_URL (read from DATABASE_URL_FILE)'
+  if (isPostgresUrl(url) && POSTGRES_HOST_LIST.test(url)) {
+    throw new ConfigError(variable, 'names several PostgreSQL hosts (a libpq host list or target_session_attrs), which the driver does not follow: ' +
+      'name one address that always leads to the primary (a DNS name, a virtual IP or a proxy)')
+  }
+  if (isPostgresUrl(url) && URL.canParse(url)) return url
   throw new ConfigError(variable, 'must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"')
 }
 

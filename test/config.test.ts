@@ -7,6 +7,8 @@ import { ConfigError, DEFAULT_WEBHOOK_CONFIG, InvalidConfigError, loadConfig } f
 import { temporaryFolder } from './helpers/app.js'
 
 const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
+const MULTI_HOST_RULE = 'DATABASE_URL names several PostgreSQL hosts (a libpq host list or target_session_attrs), which the driver does not follow: ' +
+  'name one address that always leads to the primary (a DNS name, a virtual IP or a proxy)'
 const CORS_ORIGINS_RULE = 'CORS_ORIGINS must be "*" or comma-separated origins like https://app.example.com (no path or trailing slash)'
 const TRUST_PROXY_RULE = 'TRUST_PROXY must be "true", "false", or comma-separated proxy addresses or CIDRs (or loopback, linklocal, uniquelocal)'
 
@@ -118,6 +120,10 @@ describe('Configuration from the environment', () => {
     ['DATABASE_URL', 'mysql://user:secret@db/plants', DATABASE_URL_RULE],
     ['DATABASE_URL', 'sqlite:', DATABASE_URL_RULE],
     ['DATABASE_URL', 'postgres://user:secret@[bad', DATABASE_URL_RULE],
+    ['DATABASE_URL', 'postgres://user:secret@db1,db2/plants?target_session_attrs=read-write', MULTI_HOST_RULE],
+    ['DATABASE_URL', 'postgresql://user:secret@db1:5432,db2:5432/plants', MULTI_HOST_RULE],
+    ['DATABASE_URL', 'postgres://user:secret@db1/plants?target_session_attrs=read-write', MULTI_HOST_RULE],
+    ['DATABASE_URL', 'postgres:///plants?host=/run/a,/run/b', MULTI_HOST_RULE],
     ['RATE_LIMIT_PER_MINUTE', '-5', 'RATE_LIMIT_PER_MINUTE must be a whole number from 0 to 10000000, got "-5"'],
     ['SHED_EVENT_LOOP_DELAY_MS', 'fast', 'SHED_EVENT_LOOP_DELAY_MS must be a whole number from 0 to 60000, got "fast"'],
     ['SHED_IN_FLIGHT_REQUESTS', '-1', 'SHED_IN_FLIGHT_REQUESTS must be a whole number from 0 to 1000000, got "-1"'],

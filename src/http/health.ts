@@ -4,7 +4,7 @@ import { Health } from '../schemas/health.js'
 import { ref } from '../schemas/kinds.js'
 import { errorResponses } from './responses.js'
 
-/** `/healthz`: the process serves HTTP. `/readyz`: and its store answers. Neither needs a token. */
+/** `/healthz`: the process serves HTTP. `/readyz`: and its store can take writes. Neither needs a token. */
 export async function healthRoutes (app: FastifyInstance, options: { store: PlantStore }): Promise<void> {
   const { store } = options
 
@@ -23,13 +23,14 @@ export async function healthRoutes (app: FastifyInstance, options: { store: Plan
     schema: {
       operationId: 'getReadiness',
       summary: 'Readiness probe',
-      description: 'Answers 200 when the store answers, 503 with `Retry-After` when it does not. Needs no token.',
+      description: 'Answers 200 when the store can take writes, 503 with `Retry-After` when it cannot: unreachable, ' +
+        'read-only (a PostgreSQL standby or read-only database) or out of disk space. Needs no token.',
       tags: ['operations'],
       security: [],
-      response: { 200: { ...ref(Health), description: 'The store answers' }, '4XX': errorResponses.malformed, 503: errorResponses[503] }
+      response: { 200: { ...ref(Health), description: 'The store can take writes' }, '4XX': errorResponses.malformed, 503: errorResponses[503] }
     }
   }, async () => {
-    await store.ping()
+    await store.checkWritable()
     return { status: 'ok' as const }
   })
 }

@@ -17,6 +17,12 @@ export interface GroupCommitOptions {
   readonly maxBatchSize: number
   /** Called after each committed batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: ((size: number) => void) | undefined
+  /**
+   * Whether a batch's failure means the database is out of reach (a connection timed out or failed):
+   * then the writes queued behind the batch get the same error at once instead of each waiting out its
+   * own timeout, so every write's wait stays within one timeout.
+   */
+  readonly isOutage?: ((error: unknown) => boolean) | undefined
 }
 
 type Pending = Waiting<WriteOperation, WriteOutcome>
@@ -53,7 +59,8 @@ export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
       results = await this.commitBatch(batch.map((pending) => pending.item))
     } catch (error) {
       if (observer !== undefined) this.report(observer, batch, startedAt, false)
-      for (const pending of batch) pending.reject(error)
+      const failed = this.options.isOutage?.(error) === true ? [...batch, ...this.queue.splice(0)] : batch
+      for (const pending of failed) pending.reject(error)
       return
     }
     if (observer !== undefined) this.report(observer, batch, startedAt, true)

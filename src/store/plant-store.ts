@@ -108,6 +108,12 @@ export interface PlantStore {
   readonly webhooks: WebhookStore
   /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
   ping (): Promise<void>
+  /**
+   * Resolves when the store can take writes right now; rejects with a StoreUnavailableError saying why
+   * not: unreachable, read-only (a standby, a read-only database), out of disk space. Cheap enough for a
+   * readiness probe every few seconds: no write, one round trip at most.
+   */
+  checkWritable (): Promise<void>
   /** Reports this store's write batches to `observer` from now on (metrics, traces); the app sets it once. */
   observe (observer: StoreObserver): void
   /** PostgreSQL only: the connection pool's use right now. */

@@ -19,6 +19,7 @@ export function wrappedStore (store: PlantStore, wrap: OperationWrapper): PlantS
     tokens: store.tokens,
     webhooks: store.webhooks,
     ping: () => store.ping(),
+    checkWritable: () => store.checkWritable(),
     observe: (observer) => { store.observe(observer) },
     ...(store.poolUsage === undefined ? {} : { poolUsage: store.poolUsage }),
     close: () => store.close()

@@ -216,7 +216,7 @@ describe('The error envelope', () => {
 
     it('answers /readyz with 503 while storage is down and /healthz with 200', async () => {
       const store = openMemoryStore()
-      const app = await buildTestApp({ store: { ...store, ping: () => Promise.reject(new StoreUnavailableError('down')) } })
+      const app = await buildTestApp({ store: { ...store, checkWritable: () => Promise.reject(new StoreUnavailableError('down')) } })
 
       const ready = await app.inject({ method: 'GET', url: '/readyz' })
       const live = await app.inject({ method: 'GET', url: '/healthz' })

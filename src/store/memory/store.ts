@@ -82,6 +82,7 @@ export function openMemoryStore (): PlantStore {
     tokens: memoryTokenStore(),
     webhooks,
     async ping () {},
+    async checkWritable () {},
     // Writes apply at once, one by one: there are no batches to report.
     observe () {},
     async close () {}

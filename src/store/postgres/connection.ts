@@ -3,6 +3,7 @@ import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { postgresMigrations } from './migrations.js'
 import { StoreUnavailableError, type PoolUsage } from '../plant-store.js'
 import { createPostgresPool, type PostgresPoolOptions } from './pool.js'
+import { asStoreError, checkWritable, inTransaction } from './transactions.js'
 
 export { BIGINT_AS_BIGINT } from './pool.js'
 /** The pool's size, timeouts and pooling mode (pool.ts). */
@@ -23,6 +24,8 @@ export interface PostgresConnection {
    */
   retriedTransaction<T> (what: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T>
   ping (): Promise<void>
+  /** Resolves when the server takes writes: reachable, a primary, not read-only. A connection that finds it read-only is dropped. */
+  checkWritable (): Promise<void>
   poolUsage (): PoolUsage
   /** Whether a connection may stay in `LISTEN` (not behind a pooler in transaction mode). */
   readonly canListen: boolean
@@ -40,8 +43,6 @@ const MIGRATIONS_TABLE = `
 /** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): the whole transaction may simply run again. */
 const RETRYABLE_SQLSTATE = /^40(001|P01)$/
 const TRANSACTION_ATTEMPTS = 3
-/** SQLSTATE classes that mean "not now": connection exceptions, insufficient resources, operator intervention. */
-const TRANSIENT_SQLSTATE = /^(08|53|57)/
 
 /**
  * A node-postgres pool whose BIGINT columns are parsed to `bigint`, never through a double.
@@ -111,6 +112,10 @@ export async function openPostgresConnection (connectionString: string, options:
           : new StoreUnavailableError(`PostgreSQL cannot be queried (${(error as Error).message})`, { cause: error })
       }
     },
+    async checkWritable () {
+      await ensureSchema()
+      await checkWritable(pool)
+    },
     canListen,
     poolUsage: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize }),
     close: () => pool.end()
@@ -125,41 +130,6 @@ export async function openPostgresConnection (connectionString: string, options:
     }
   }
   return connection
-}
-
-/** The connection dropping under a checked-out client is reported by its pending query; without a listener it would crash the process. */
-const ignoreClientError = () => {}
-
-async function inTransaction<T> (pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-  const client = await pool.connect()
-  client.on('error', ignoreClientError)
-  let failure: unknown
-  try {
-    await client.query(begin)
-    const result = await work(client)
-    await client.query('COMMIT')
-    return result
-  } catch (error) {
-    failure = error
-    await client.query('ROLLBACK').catch(() => {})
-    throw error
-  } finally {
-    client.off('error', ignoreClientError)
-    // A client whose transaction failed may hold a broken connection: destroy it rather than reuse it.
-    client.release(failure !== undefined)
-  }
-}
-
-function asStoreError (error: unknown): unknown {
-  if (error instanceof SchemaTooNewError || error instanceof StoreUnavailableError) return error
-  if (error instanceof TypeError || error instanceof RangeError) return error
-  const code = (error as { code?: unknown }).code
-  const isSqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
-  // Without a SQLSTATE the error is the connection's own: refused, reset, timed out, terminated.
-  if (!isSqlState || TRANSIENT_SQLSTATE.test(code)) {
-    return new StoreUnavailableError(`PostgreSQL is unavailable (${isSqlState ? code : (error as Error).message})`, { cause: error })
-  }
-  return error
 }
 
 /** Applies the migrations this database has not seen, under an advisory lock that other starting instances wait for. */

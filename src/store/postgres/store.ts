@@ -38,6 +38,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     },
     poolUsage: () => connection.poolUsage(),
     ping: () => connection.ping(),
+    checkWritable: () => connection.checkWritable(),
     async close () {
       await writes.whenIdle()
       await tokenChanges?.close()

@@ -2,8 +2,9 @@ import type pg from 'pg'
 import { GroupCommit, RUN_AGAIN } from '../group-commit.js'
 import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from '../write-operations.js'
 import { deletedPlantBody, newEventId, type WebhookEventType } from '../webhook-store.js'
-import { outcomeOfMeeting, plantJson, recordOfRow, samePlant, type PlantRecord, type PlantRow } from '../plant-store.js'
+import { outcomeOfMeeting, plantJson, recordOfRow, samePlant, StoreUnavailableError, type PlantRecord, type PlantRow } from '../plant-store.js'
 import type { PostgresConnection } from './connection.js'
+import { mustDropConnection } from './transactions.js'
 
 // One round trip for all of a batch's creates, one for the stored rows they met; for its changes, one
 // that locks their rows, then one per kind of write they make. Ids are sorted so concurrent batches of
@@ -52,7 +53,12 @@ type BatchResults = Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>
 export function postgresGroupCommit (connection: PostgresConnection, onBatchCommitted: ((size: number) => void) | undefined): GroupCommit {
   return new GroupCommit(
     (operations) => connection.retriedTransaction('write batch', (client) => writeBatch(client, operations)),
-    { backend: 'postgres', maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted })
+    { backend: 'postgres', maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted, isOutage })
+}
+
+/** A batch that failed because its connection timed out or failed: the writes queued behind it would meet the same. */
+function isOutage (error: unknown): boolean {
+  return error instanceof StoreUnavailableError && mustDropConnection(error.cause)
 }
 
 /**

@@ -1,3 +1,5 @@
+import { statfs } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import { DEFAULT_BUSY_TIMEOUT_MS, openSqliteDatabase, type SqliteConnectionOptions } from './connection.js'
 import { sqlitePlantReads } from './plants.js'
 import { sqliteTokenStore } from './tokens.js'
@@ -6,6 +8,12 @@ import { sqliteGroupCommit } from './write-batch.js'
 import { SqliteWriter } from './writer.js'
 import { groupCommittedWrites } from '../group-commit.js'
 import { StoreUnavailableError, type PlantStore } from '../plant-store.js'
+
+/**
+ * Below this much free space on the database's file system the next write batch (its WAL frames) may
+ * not fit: readiness reports the store out of space before writes start failing with SQLITE_FULL.
+ */
+export const MINIMUM_FREE_BYTES = 1024 * 1024
 
 export interface SqliteOptions extends SqliteConnectionOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
@@ -28,6 +36,13 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   const writer = new SqliteWriter({ file, busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS })
   const writes = sqliteGroupCommit(writer, options.onBatchCommitted)
   const { whenIdle: whenReadsIdle, ...reads } = sqlitePlantReads(db, options.onReadBatch)
+  const ping = async (): Promise<void> => {
+    try {
+      probe.get()
+    } catch (error) {
+      throw new StoreUnavailableError(`SQLite cannot be read (${(error as Error).message})`, { cause: error })
+    }
+  }
 
   return {
     backend: 'sqlite',
@@ -38,12 +53,17 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     observe (observer) {
       writes.observer = observer
     },
-    async ping () {
+    ping,
+    async checkWritable () {
+      await ping()
+      let free: number
       try {
-        probe.get()
+        const space = await statfs(dirname(file))
+        free = space.bavail * space.bsize
       } catch (error) {
-        throw new StoreUnavailableError(`SQLite cannot be read (${(error as Error).message})`, { cause: error })
+        throw new StoreUnavailableError(`SQLite's folder cannot be examined (${(error as Error).message})`, { cause: error })
       }
+      if (free < MINIMUM_FREE_BYTES) throw new StoreUnavailableError(`SQLite takes no writes: ${free} bytes free next to ${file}`)
     },
     async close () {
       await whenReadsIdle()
