@@ -1,6 +1,6 @@
 import type { SqliteDatabase } from './driver.js'
 import type { SettledAttemptRecord, Settlement, WebhookCommands } from './writer-protocol.js'
-import { OUTBOX_COLUMNS, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
+import { claimAllowance, OUTBOX_COLUMNS, takeInTurns, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
 
 const PRUNE_CHUNK = 1000
 
@@ -15,15 +15,26 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   const deleteOutbox = db.prepare<[string]>('DELETE FROM webhook_outbox WHERE subscription_id = ?')
   const deleteAttempts = db.prepare<[string]>('DELETE FROM webhook_attempts WHERE subscription_id = ?')
   const deleteSubscription = db.prepare<[string]>('DELETE FROM webhook_subscriptions WHERE id = ?')
-  const claim = db.prepare<[{ owner: string, now: number, leaseUntil: number, limit: number }], OutboxRow>(`
-    UPDATE webhook_outbox SET lease_until = :leaseUntil, lease_owner = :owner
-    WHERE id IN (
-      SELECT o.id FROM webhook_outbox o JOIN webhook_subscriptions s ON s.id = o.subscription_id AND s.disabled_at IS NULL
-      WHERE o.failed_at IS NULL AND o.next_attempt_at <= :now AND o.lease_until <= :now
-        AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
-                        AND e.id < o.id AND e.failed_at IS NULL)
-      ORDER BY o.next_attempt_at, o.id LIMIT :limit)
-    RETURNING ${OUTBOX_COLUMNS}`)
+  const enabledSubscriptions = db.prepare<[], string>('SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL').pluck()
+  // One subscription's due rows, oldest due first, each the oldest pending row of its plant.
+  const dueOfSubscription = db.prepare<[{ subscription: string, now: number, limit: number }], { id: bigint, next_attempt_at: number | bigint }>(`
+    SELECT o.id, o.next_attempt_at FROM webhook_outbox o
+    WHERE o.subscription_id = :subscription AND o.failed_at IS NULL AND o.next_attempt_at <= :now AND o.lease_until <= :now
+      AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
+                      AND e.id < o.id AND e.failed_at IS NULL)
+    ORDER BY o.next_attempt_at, o.id LIMIT :limit`)
+  const lease = db.prepare<[number, string, bigint], OutboxRow>(
+    `UPDATE webhook_outbox SET lease_until = ?, lease_owner = ? WHERE id = ? RETURNING ${OUTBOX_COLUMNS}`)
+  const claim = db.transaction((request: ClaimRequest): OutboxRow[] => {
+    const candidates = enabledSubscriptions.all().map((subscription) => {
+      const allowance = claimAllowance(request, subscription)
+      if (allowance === 0) return []
+      return dueOfSubscription.all({ subscription, now: request.now, limit: allowance })
+        .map((row) => ({ id: row.id, nextAttemptAt: Number(row.next_attempt_at) }))
+    })
+    const leaseUntil = request.now + request.leaseMs
+    return takeInTurns(candidates, request.limit).map(({ id }) => lease.get(leaseUntil, request.owner, id) as OutboxRow)
+  })
   const leased = db.prepare<[bigint, string]>('SELECT 1 FROM webhook_outbox WHERE id = ? AND lease_owner = ?').pluck()
   const subscriptionExists = db.prepare<[string]>('SELECT 1 FROM webhook_subscriptions WHERE id = ?').pluck()
   const delivered = db.prepare<[bigint]>('DELETE FROM webhook_outbox WHERE id = ?')
@@ -88,7 +99,7 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
       deleteAttempts.run(id)
       return deleteSubscription.run(id).changes === 1
     }),
-    claim: ({ owner, now, leaseMs, limit }: ClaimRequest) => relaxed(() => claim.all({ owner, now, leaseUntil: now + leaseMs, limit })),
+    claim: (request: ClaimRequest) => relaxed(() => claim.immediate(request)),
     settle: (settlement) => relaxed(() => settle.immediate(settlement)),
     pruneAttempts: (before) => relaxed(() => {
       let deleted = 0
