@@ -9,9 +9,10 @@ import { formatTable } from '../report.js'
 /** How long a healthy event may still take after the last write before it counts as not arrived. */
 const ARRIVAL_LIMIT_MS = 30_000
 
-/** The healthy receiver's delays at one write rate, with a silent receiver subscribed next to it. */
+/** The healthy receiver's delays at one write rate, alone or with a silent receiver subscribed next to it. */
 export interface IsolationFigures {
   readonly writesPerSecond: number
+  readonly withSilentReceiver: boolean
   readonly writes: number
   /** From a write's answer to its event's arrival at the healthy receiver, in ms. */
   readonly p50Ms: number
@@ -22,8 +23,8 @@ export interface IsolationFigures {
 }
 
 /**
- * One silent receiver (accepts the connection, never answers) subscribed next to a healthy one, on a
- * fresh SQLite service per rate: POSTs of new plants paced at each rate, and each event's delay from its
+ * A healthy receiver alone, then with a silent one (accepts the connection, never answers) subscribed
+ * next to it, on a fresh SQLite service each time: POSTs of new plants paced at each rate, and each event's delay from its
  * write's answer to its arrival at the healthy receiver. Both receivers run in this process.
  */
 export async function measureIsolation (harness: Harness, subscribe: (target: Target, receiverUrl: string) => Promise<string>, tokens: string): Promise<IsolationFigures[]> {
@@ -48,18 +49,19 @@ export async function measureIsolation (harness: Harness, subscribe: (target: Ta
   const seconds = harness.quick ? 5 : 20
   const figures: IsolationFigures[] = []
   try {
-    for (const [index, writesPerSecond] of [20, 200].entries()) {
-      const target = await harness.servers.startService(`sqlite-webhooks-isolated-${writesPerSecond}`,
-        `sqlite:${join(harness.workFolder, `webhooks-isolated-${writesPerSecond}.db`)}`,
+    const runs = [20, 200].flatMap((writesPerSecond) => [false, true].map((withSilentReceiver) => ({ writesPerSecond, withSilentReceiver })))
+    for (const [index, { writesPerSecond, withSilentReceiver }] of runs.entries()) {
+      const name = `sqlite-webhooks-${withSilentReceiver ? 'next-to-silent' : 'alone'}-${writesPerSecond}`
+      const target = await harness.servers.startService(name, `sqlite:${join(harness.workFolder, `${name}.db`)}`,
         { PLANTSTORE_TOKENS: tokens, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
-      await subscribe(target, silentUrl)
+      if (withSilentReceiver) await subscribe(target, silentUrl)
       await subscribe(target, healthyUrl)
       const firstId = 1 + index * 1_000_000
       const answeredAt = await writeAtRate(target, firstId, writesPerSecond, seconds)
       const deadline = Date.now() + ARRIVAL_LIMIT_MS
       while ([...answeredAt.keys()].some((id) => !arrivedAt.has(id)) && Date.now() < deadline) await sleep(50)
       await harness.servers.stop(target)
-      figures.push(figuresOf(writesPerSecond, answeredAt, arrivedAt))
+      figures.push({ withSilentReceiver, ...figuresOf(writesPerSecond, answeredAt, arrivedAt) })
     }
   } finally {
     for (const socket of silentSockets) socket.destroy()
@@ -98,7 +100,7 @@ async function writeAtRate (target: Target, firstId: number, writesPerSecond: nu
   return answeredAt
 }
 
-function figuresOf (writesPerSecond: number, answeredAt: ReadonlyMap<number, number>, arrivedAt: ReadonlyMap<number, number>): IsolationFigures {
+function figuresOf (writesPerSecond: number, answeredAt: ReadonlyMap<number, number>, arrivedAt: ReadonlyMap<number, number>): Omit<IsolationFigures, 'withSilentReceiver'> {
   const delays = [...answeredAt].flatMap(([id, answered]) => {
     const arrived = arrivedAt.get(id)
     return arrived === undefined ? [] : [arrived - answered]
@@ -108,8 +110,8 @@ function figuresOf (writesPerSecond: number, answeredAt: ReadonlyMap<number, num
 }
 
 function printIsolationTable (figures: readonly IsolationFigures[]): void {
-  const header = ['writes/s', 'writes', 'p50 ms', 'p99 ms', 'max ms', 'not arrived']
-  const lines = figures.map((figure) => [figure.writesPerSecond, figure.writes, figure.p50Ms, figure.p99Ms, figure.maxMs, figure.notArrived].map(String))
-  process.stdout.write('\nSQLite, a healthy webhook receiver next to a silent one: each event\'s delay from its write\'s answer to its arrival\n' +
+  const header = ['writes/s', 'silent receiver', 'writes', 'p50 ms', 'p99 ms', 'max ms', 'not arrived']
+  const lines = figures.map((figure) => [figure.writesPerSecond, figure.withSilentReceiver ? 'yes' : 'no', figure.writes, figure.p50Ms, figure.p99Ms, figure.maxMs, figure.notArrived].map(String))
+  process.stdout.write('\nSQLite, a healthy webhook receiver alone and next to a silent one: each event\'s delay from its write\'s answer to its arrival\n' +
     `${formatTable(header, lines, 1)}\n`)
 }
