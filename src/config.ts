@@ -61,6 +61,8 @@ export interface WebhookConfig {
   /** The AES-256 key that seals signing secrets at rest; absent: they are stored as they are. */
   readonly secretsKey: Buffer | undefined
   readonly concurrency: number
+  /** The most deliveries of one subscription under way at once per instance (its share of `concurrency`). */
+  readonly concurrencyPerSubscription: number
   readonly firstRetryMs: number
   readonly maxRetryMs: number
   readonly retryForMs: number
@@ -72,7 +74,8 @@ export const DEFAULT_WEBHOOK_CONFIG: WebhookConfig = Object.freeze({
   deliver: true,
   allowPrivateNetworks: false,
   secretsKey: undefined,
-  concurrency: 16,
+  concurrency: 32,
+  concurrencyPerSubscription: 16,
   firstRetryMs: 5000,
   maxRetryMs: 3600_000,
   retryForMs: 24 * 3600_000,
@@ -120,6 +123,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     }
   }
   const tracing = read(() => tracingVariable(env), false)
+  const webhookConcurrency = read(() => integerVariable(env, 'WEBHOOK_CONCURRENCY', DEFAULT_WEBHOOK_CONFIG.concurrency, 1, 1024), 0)
   const config: Config = Object.freeze({
     port: read(() => integerVariable(env, 'PORT', 3000, 0, 65535), 0),
     host: read(() => hostVariable(env), ''),
@@ -141,7 +145,9 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       deliver: read(() => booleanVariable(env, 'WEBHOOK_DELIVERY', true), true),
       allowPrivateNetworks: read(() => booleanVariable(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false), false),
       secretsKey: read(() => secretsKeyVariable(env), undefined),
-      concurrency: read(() => integerVariable(env, 'WEBHOOK_CONCURRENCY', DEFAULT_WEBHOOK_CONFIG.concurrency, 1, 1024), 0),
+      concurrency: webhookConcurrency,
+      concurrencyPerSubscription: read(() => integerVariable(env, 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION',
+        defaultShareOf(webhookConcurrency), 1, 1024), 0),
       firstRetryMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_FIRST_MS', DEFAULT_WEBHOOK_CONFIG.firstRetryMs, 100, 3600_000), 0),
       maxRetryMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_MAX_MS', DEFAULT_WEBHOOK_CONFIG.maxRetryMs, 100, 24 * 3600_000), 0),
       retryForMs: read(() => integerVariable(env, 'WEBHOOK_RETRY_FOR_MS', DEFAULT_WEBHOOK_CONFIG.retryForMs, 1000, 30 * 24 * 3600_000), 0),
@@ -186,6 +192,11 @@ function secretOf (env: Env, name: string, emptyFile: 'refused' | 'allowed' = 'r
   const value = text.trim()
   if (value === '' && emptyFile === 'refused') throw new ConfigError(fileVariable, `names ${JSON.stringify(file)}, which is empty`)
   return value
+}
+
+/** A subscription's default share of the delivery slots: half of them, so one silent receiver leaves the others half. */
+function defaultShareOf (concurrency: number): number {
+  return Math.max(1, Math.floor(concurrency / 2))
 }
 
 function integerVariable (env: Env, name: string, fallback: number, min: number, max: number): number {

@@ -39,7 +39,8 @@ describe('Configuration from the environment', () => {
       deliver: true,
       allowPrivateNetworks: false,
       secretsKey: undefined,
-      concurrency: 16,
+      concurrency: 32,
+      concurrencyPerSubscription: 16,
       firstRetryMs: 5000,
       maxRetryMs: 3_600_000,
       retryForMs: 86_400_000,
@@ -69,6 +70,7 @@ describe('Configuration from the environment', () => {
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
       WEBHOOK_SECRETS_KEY: '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff',
       WEBHOOK_CONCURRENCY: '4',
+      WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: '3',
       WEBHOOK_RETRY_FIRST_MS: '1000',
       WEBHOOK_RETRY_MAX_MS: '60000',
       WEBHOOK_RETRY_FOR_MS: '3600000',
@@ -96,6 +98,7 @@ describe('Configuration from the environment', () => {
         allowPrivateNetworks: true,
         secretsKey: Buffer.from('00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff', 'hex'),
         concurrency: 4,
+        concurrencyPerSubscription: 3,
         firstRetryMs: 1000,
         maxRetryMs: 60_000,
         retryForMs: 3_600_000,
@@ -135,6 +138,7 @@ describe('Configuration from the environment', () => {
     ['WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'yes', 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false", got "yes"'],
     ['WEBHOOK_ALLOW_PRIVATE_NETWORKS', 'TRUE', 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false", got "TRUE"'],
     ['WEBHOOK_CONCURRENCY', '0', 'WEBHOOK_CONCURRENCY must be a whole number from 1 to 1024, got "0"'],
+    ['WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION', '0', 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION must be a whole number from 1 to 1024, got "0"'],
     ['WEBHOOK_RETRY_FIRST_MS', '99', 'WEBHOOK_RETRY_FIRST_MS must be a whole number from 100 to 3600000, got "99"'],
     ['WEBHOOK_RETRY_MAX_MS', '1h', 'WEBHOOK_RETRY_MAX_MS must be a whole number from 100 to 86400000, got "1h"'],
     ['WEBHOOK_RETRY_FOR_MS', '999', 'WEBHOOK_RETRY_FOR_MS must be a whole number from 1000 to 2592000000, got "999"'],
@@ -225,6 +229,10 @@ describe('Webhook settings', () => {
 
   it('accepts the shortest lease, 11000 ms: longer than a delivery may take', () => {
     expect(loadConfig({ WEBHOOK_LEASE_MS: '11000' }, false).webhooks.leaseMs).toBe(11_000)
+  })
+
+  it.each([['16', 8], ['5', 2], ['1', 1]])('gives a subscription half of WEBHOOK_CONCURRENCY=%s by default: %i', (concurrency, share) => {
+    expect(loadConfig({ WEBHOOK_CONCURRENCY: concurrency }, false).webhooks.concurrencyPerSubscription).toBe(share)
   })
 })
 

@@ -4,6 +4,7 @@ import { median, record, roundRatios, summarize, type Row, type Samples } from '
 import { PAIRED_ROUNDS, type Harness, type Part } from '../harness.js'
 import { TOKEN, type Target } from '../processes.js'
 import { describeRounds, formatTable, generatorCell } from '../report.js'
+import { measureIsolation } from './webhook-isolation.js'
 
 const WEBHOOKS_NONE = 'sqlite-no-subscription'
 const WEBHOOKS_OUTBOX = 'sqlite-webhooks-recorded'
@@ -68,6 +69,7 @@ export async function compareWebhooks (harness: Harness): Promise<Row[]> {
   }
   const counted = await receiverCounts(receiver.url)
   for (const target of [...targets, receiver]) await servers.stop(target)
+  const isolation = await measureIsolation(harness, subscribeReceiver, tokens)
 
   const pairedRatio = (name: string, measure: 'rps' | 'serverCpuUs') => median(roundRatios(samples, name, WEBHOOKS_NONE, measure))
   const rows = targets.map((target) => ({
@@ -86,7 +88,8 @@ export async function compareWebhooks (harness: Harness): Promise<Row[]> {
             perSecondWhileDraining: Math.round(median(figures.map((figure) => figure.drainPerSecond))),
             received: counted.received,
             duplicated: counted.received - counted.distinct
-          }
+          },
+          isolation
         }
       : {})
   }))

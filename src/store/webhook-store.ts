@@ -87,6 +87,43 @@ export interface ClaimRequest {
   readonly now: number
   readonly leaseMs: number
   readonly limit: number
+  /** At most this many rows of one subscription (default: `limit`). */
+  readonly perSubscription?: number
+  /**
+   * Lower caps for some subscriptions, below `perSubscription`: what is left of their share while some of
+   * their attempts are under way, 0 while their circuit is open (src/webhooks/delivery-shares.ts).
+   */
+  readonly subscriptionLimits?: ReadonlyMap<string, number>
+}
+
+/** How many rows of one subscription a claim may take at most. */
+export function claimShare (request: ClaimRequest): number {
+  return Math.min(request.perSubscription ?? request.limit, request.limit)
+}
+
+/** How many rows of `subscriptionId` a claim may take. */
+export function claimAllowance (request: ClaimRequest, subscriptionId: string): number {
+  const share = claimShare(request)
+  return Math.max(0, Math.min(share, request.subscriptionLimits?.get(subscriptionId) ?? share))
+}
+
+/**
+ * Up to `limit` of the candidates, taken in turns: every subscription's oldest due row first, then every
+ * one's second, and so on (oldest due first within a turn), so a subscription with a long backlog cannot
+ * crowd out the others. `candidates` holds each subscription's rows oldest due first.
+ */
+export function takeInTurns<Row extends { readonly nextAttemptAt: number, readonly id: bigint }> (
+  candidates: ReadonlyArray<readonly Row[]>,
+  limit: number
+): Row[] {
+  const taken: Row[] = []
+  for (let turn = 0; taken.length < limit; turn++) {
+    const inTurn = candidates.map((rows) => rows[turn]).filter((row): row is Row => row !== undefined)
+    if (inTurn.length === 0) break
+    inTurn.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    taken.push(...inTurn.slice(0, limit - taken.length))
+  }
+  return taken
 }
 
 export interface WebhookStore {
@@ -99,9 +136,11 @@ export interface WebhookStore {
   /** Attempts of one subscription, newest first, older than `after` when given. */
   listAttempts (subscriptionId: string, page: { readonly after?: bigint, readonly limit: number }): Promise<DeliveryAttemptRecordPage>
   /**
-   * Leases up to `limit` due outbox rows of enabled subscriptions, oldest due first, each the oldest
-   * pending row of its plant in its subscription (so one plant's events go out in commit order). With
-   * several instances each row is leased by one of them (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+   * Leases up to `limit` due outbox rows of enabled subscriptions, each the oldest pending row of its
+   * plant in its subscription (so one plant's events go out in commit order), at most the subscription's
+   * allowance (`claimAllowance`) of each, taken across subscriptions in turns (`takeInTurns`), oldest due
+   * first within a turn. With several instances each row is leased by one of them (PostgreSQL:
+   * `FOR UPDATE SKIP LOCKED`).
    */
   claim (request: ClaimRequest): Promise<ClaimedDelivery[]>
   /** Records the attempts and their results in one transaction; an attempt whose lease was lost changes nothing. */

@@ -50,6 +50,7 @@ export class ServiceMetrics implements SheddingObserver {
   private readonly writeBatchesFailed: Counter<'backend'>
   private readonly requestsShed: Counter<'reason'>
   private readonly deliveries: Counter<'result'>
+  private readonly circuitsOpen: Gauge
   private readonly deliveryDuration = new FastHistogram({
     name: 'plantstore_webhook_delivery_duration_seconds',
     help: 'Time one webhook delivery attempt took, until the receiver answered or the attempt failed',
@@ -98,6 +99,10 @@ export class ServiceMetrics implements SheddingObserver {
       registers
     })
     for (const result of ['delivered', 'retry', 'failed', 'gone']) this.deliveries.inc({ result }, 0)
+    this.circuitsOpen = this.gauge({
+      name: 'plantstore_webhook_circuits_open',
+      help: 'Subscriptions whose receiver kept failing, so this instance leaves them alone for a cool-down (circuit open)'
+    })
     this.registerBacklog(store)
     if (store.poolUsage !== undefined) this.registerPoolUsage(store.poolUsage)
   }
@@ -119,7 +124,8 @@ export class ServiceMetrics implements SheddingObserver {
     deliveryEnded: (result, seconds) => {
       this.deliveries.inc({ result })
       this.deliveryDuration.series().observe(seconds)
-    }
+    },
+    circuitsOpen: (count) => { this.circuitsOpen.set(count) }
   }
 
   /** Where the number of requests in flight is read from (the load-shedding plugin counts them). */

@@ -1,15 +1,19 @@
 import { createHmac, randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import { isIP } from 'node:net'
-import type { Readable } from 'node:stream'
 import { Agent, request } from 'undici'
 import type { ClaimedDelivery, SettledAttempt, WebhookStore } from '../store/webhook-store.js'
+import { CIRCUIT_THRESHOLD, CircuitBreaker } from './circuit-breaker.js'
+import { DeliveryShares, STOPPED_DURING_DELIVERY } from './delivery-shares.js'
 import { hostOf, InternalAddressError, isInternalAddress, publicOnlyLookup } from './network.js'
+import { DELIVERY_TIMEOUT_MS, describe, readAtMost } from './receiver-answers.js'
 import { signingKeyOf, type SecretBox } from './secrets.js'
 
 export interface DispatcherOptions {
   /** Deliveries this instance has under way at once. */
   readonly concurrency: number
+  /** Of those, the most one subscription may have under way (its share; see delivery-shares.ts). */
+  readonly concurrencyPerSubscription: number
   /** The wait before the first retry; it doubles with every failed attempt, up to `maxRetryMs`. */
   readonly firstRetryMs: number
   readonly maxRetryMs: number
@@ -25,6 +29,8 @@ export interface DispatcherOptions {
 /** Told about every attempt as it ends (metrics). */
 export interface DeliveryObserver {
   readonly deliveryEnded: (result: SettledAttempt['result'], seconds: number) => void
+  /** How many subscriptions' circuits are open in this instance, after every attempt. */
+  readonly circuitsOpen: (count: number) => void
 }
 
 /** Traces every attempt (when tracing is on). */
@@ -44,8 +50,6 @@ export interface DispatcherLog {
   debug (details: object, message: string): void
 }
 
-/** A 2xx within this is success; anything slower is a failed attempt. */
-const DELIVERY_TIMEOUT_MS = 10_000
 /** Of a receiver's answer only this much is read; a longer one is cut off with its connection. */
 const MAX_RESPONSE_BYTES = 4096
 const ATTEMPT_RETENTION_MS = 7 * 24 * 3600_000
@@ -58,7 +62,8 @@ const PRUNE_EVERY_MS = 10 * 60_000
 
 /**
  * Delivers the outbox: claims due events (each under a lease, so with several instances exactly one
- * makes each attempt), posts them signed per the Standard Webhooks specification over keep-alive
+ * makes each attempt; each subscription within its share of the slots and while its circuit is closed,
+ * delivery-shares.ts), posts them signed per the Standard Webhooks specification over keep-alive
  * connections, and settles each outcome: delivered, due again after an exponential backoff with
  * jitter, failed after `retryForMs`, or the subscription disabled on `410 Gone`.
  */
@@ -67,6 +72,9 @@ export class WebhookDispatcher {
   private readonly agent: Agent
   private readonly stopping = new AbortController()
   private inFlight = 0
+  /** Circuits per subscription, in this instance: how many receivers are being left alone (metrics). */
+  readonly circuits: CircuitBreaker
+  private readonly shares: DeliveryShares
   private readonly deliveries = new Set<Promise<void>>()
   private readonly toSettle: SettledAttempt[] = []
   private settling: Promise<void> | undefined
@@ -88,6 +96,9 @@ export class WebhookDispatcher {
   ) {
     // Every delivery under way listens to this one signal.
     setMaxListeners(options.concurrency + 10, this.stopping.signal)
+    // A circuit's cool-down follows the retry schedule, so an event waits no longer than its retries would.
+    this.circuits = new CircuitBreaker({ threshold: CIRCUIT_THRESHOLD, firstCoolDownMs: options.firstRetryMs, maxCoolDownMs: options.maxRetryMs }, log)
+    this.shares = new DeliveryShares(Math.min(options.concurrencyPerSubscription, options.concurrency), this.circuits)
     this.agent = new Agent({
       connections: options.concurrency,
       keepAliveTimeout: 30_000,
@@ -145,7 +156,14 @@ export class WebhookDispatcher {
           this.lastPrune = now
           await this.store.pruneAttempts(now - ATTEMPT_RETENTION_MS)
         }
-        claimed = await this.store.claim({ owner: this.owner, now, leaseMs: this.options.leaseMs, limit: free })
+        claimed = await this.store.claim({
+          owner: this.owner,
+          now,
+          leaseMs: this.options.leaseMs,
+          limit: free,
+          perSubscription: this.shares.perSubscription,
+          subscriptionLimits: this.shares.limits(now)
+        })
         if (this.outboxUnreadable) this.log.warn({}, 'webhooks: the outbox can be read again')
         this.outboxUnreadable = false
       } catch (error) {
@@ -164,6 +182,7 @@ export class WebhookDispatcher {
 
   private deliver (delivery: ClaimedDelivery): void {
     this.inFlight++
+    this.shares.started(delivery.subscriptionId)
     const startedAt = performance.now()
     const attempt = this.tracer === undefined
       ? this.attempt(delivery)
@@ -171,10 +190,14 @@ export class WebhookDispatcher {
     const done = attempt.then((settled) => {
       this.observer?.deliveryEnded(settled.result, (performance.now() - startedAt) / 1000)
       this.inFlight--
+      this.shares.ended(settled, Date.now())
+      this.observer?.circuitsOpen(this.circuits.open)
       this.deliveries.delete(done)
       this.toSettle.push(settled)
       this.settleSoon()
-      if (this.inFlight <= this.options.concurrency / 2) this.wake()
+      // Claims wait until half the slots are free, not counting those held by subscriptions that may take no more.
+      const held = this.shares.heldByFull(Date.now())
+      if (this.inFlight - held <= (this.options.concurrency - held) / 2) this.wake()
     })
     this.deliveries.add(done)
   }
@@ -209,7 +232,7 @@ export class WebhookDispatcher {
       statusCode = await this.post(delivery, at, traceHeaders)
     } catch (error) {
       if (this.stopping.signal.aborted) {
-        return { delivery, at, error: 'the service stopped during the delivery', result: 'retry', nextAttemptAt: at }
+        return { delivery, at, error: STOPPED_DURING_DELIVERY, result: 'retry', nextAttemptAt: at }
       }
       return this.failed(delivery, at, { error: describe(error) })
     }
@@ -268,29 +291,4 @@ export class WebhookDispatcher {
     await readAtMost(response.body, MAX_RESPONSE_BYTES, at + DELIVERY_TIMEOUT_MS)
     return response.statusCode
   }
-}
-
-/**
- * Reads and drops a response body, so its connection can serve the next delivery, unless it is longer
- * than `limit` or still arriving at `deadline`: then the connection is closed instead.
- */
-async function readAtMost (body: Readable, limit: number, deadline: number): Promise<void> {
-  let read = 0
-  for await (const chunk of body) {
-    read += (chunk as Buffer).length
-    if (read > limit || Date.now() > deadline) {
-      body.destroy()
-      return
-    }
-  }
-}
-
-function describe (error: unknown): string {
-  if (error instanceof Error) {
-    if ((error as { code?: unknown }).code === 'UND_ERR_HEADERS_TIMEOUT') return `no answer within ${DELIVERY_TIMEOUT_MS / 1000} s`
-    const cause = error.cause instanceof Error ? `: ${error.cause.message}` : ''
-    const code = (error as { code?: unknown }).code
-    return `${typeof code === 'string' ? `${code} ` : ''}${error.message}${cause}`.slice(0, 500)
-  }
-  return String(error).slice(0, 500)
 }

@@ -1,5 +1,5 @@
 import {
-  deletedPlantBody, newEventId, subscribesTo, type ClaimedDelivery, type DeliveryAttemptRecord, type NewWebhookSubscriptionRecord,
+  claimAllowance, deletedPlantBody, newEventId, subscribesTo, takeInTurns, type ClaimedDelivery, type ClaimRequest, type DeliveryAttemptRecord, type NewWebhookSubscriptionRecord,
   type SettledAttempt, type WebhookEventType, type WebhookStore, type WebhookSubscriptionStatusRecord
 } from '../webhook-store.js'
 import { plantJson, type PlantRecord } from '../plant-store.js'
@@ -105,11 +105,11 @@ export class MemoryWebhookStore implements WebhookStore {
     return older.length > limit && last !== undefined ? { attempts, nextAfter: last.id } : { attempts }
   }
 
-  async claim ({ owner, now, leaseMs, limit }: { owner: string, now: number, leaseMs: number, limit: number }): Promise<ClaimedDelivery[]> {
-    const claimed: ClaimedDelivery[] = []
+  async claim (request: ClaimRequest): Promise<ClaimedDelivery[]> {
+    const { owner, now, leaseMs, limit } = request
+    const candidates = new Map<string, OutboxEntry[]>()
     const plantsWithEarlierEvents = new Set<string>()
     for (const row of this.outbox.values()) {
-      if (claimed.length === limit) break
       if (row.failedAt !== undefined) continue
       const plantKey = `${row.subscriptionId} ${row.plantId}`
       if (plantsWithEarlierEvents.has(plantKey)) continue
@@ -117,9 +117,16 @@ export class MemoryWebhookStore implements WebhookStore {
       const subscription = this.subscriptions.get(row.subscriptionId)?.subscription
       if (subscription === undefined || subscription.disabledAt !== undefined) continue
       if (row.nextAttemptAt > now || row.leaseUntil > now) continue
+      candidates.set(row.subscriptionId, [...(candidates.get(row.subscriptionId) ?? []), row])
+    }
+    const oldestDueFirst = [...candidates].map(([subscriptionId, rows]) => rows
+      .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || (a.id < b.id ? -1 : 1))
+      .slice(0, claimAllowance(request, subscriptionId)))
+    return takeInTurns(oldestDueFirst, limit).sort((a, b) => (a.id < b.id ? -1 : 1)).map((row) => {
+      const subscription = (this.subscriptions.get(row.subscriptionId) as SubscriptionEntry).subscription
       row.leaseUntil = now + leaseMs
       row.leaseOwner = owner
-      claimed.push({
+      return {
         id: row.id,
         subscriptionId: row.subscriptionId,
         url: subscription.url,
@@ -130,9 +137,8 @@ export class MemoryWebhookStore implements WebhookStore {
         body: row.body,
         createdAt: row.createdAt,
         attempts: row.attempts
-      })
-    }
-    return claimed
+      }
+    })
   }
 
   async settle (owner: string, attempts: readonly SettledAttempt[]): Promise<void> {

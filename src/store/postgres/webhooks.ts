@@ -1,24 +1,36 @@
 import type pg from 'pg'
 import {
-  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, OUTBOX_COLUMNS, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
+  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, claimShare, OUTBOX_COLUMNS, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
   subscriptionStatusOfRow, type AttemptRow, type OutboxRow, type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow,
   type WebhookStore
 } from '../webhook-store.js'
 import type { PostgresConnection } from './connection.js'
 
+/**
+ * Each enabled subscription's due rows up to its allowance ($5, lower ones in $6/$7), oldest due first,
+ * then taken across subscriptions in turns (the rank within its subscription), up to $2.
+ */
 const CLAIM_OUTBOX = {
   name: 'plantstore-claim-outbox',
-  text: `WITH due AS (
-           SELECT o.id FROM webhook_outbox o
-           WHERE o.failed_at IS NULL AND o.next_attempt_at <= $1 AND o.lease_until <= $1
-             AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = o.subscription_id AND s.disabled_at IS NULL)
-             AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
-                             AND e.id < o.id AND e.failed_at IS NULL)
-           ORDER BY o.next_attempt_at, o.id LIMIT $2
-           FOR UPDATE OF o SKIP LOCKED)
+  text: `WITH allowance AS (
+           SELECT s.id, LEAST($5::int, COALESCE(lower_limit.n, $5::int)) AS n FROM webhook_subscriptions s
+           LEFT JOIN unnest($6::text[], $7::int[]) AS lower_limit (id, n) ON lower_limit.id = s.id
+           WHERE s.disabled_at IS NULL),
+         candidate AS (
+           SELECT due.id, due.next_attempt_at,
+                  row_number() OVER (PARTITION BY a.id ORDER BY due.next_attempt_at, due.id) AS turn
+           FROM allowance a CROSS JOIN LATERAL (
+             SELECT o.id, o.next_attempt_at FROM webhook_outbox o
+             WHERE o.subscription_id = a.id AND o.failed_at IS NULL AND o.next_attempt_at <= $1 AND o.lease_until <= $1
+               AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
+                               AND e.id < o.id AND e.failed_at IS NULL)
+             ORDER BY o.next_attempt_at, o.id LIMIT a.n
+             FOR UPDATE OF o SKIP LOCKED) due
+           WHERE a.n > 0),
+         taken AS (SELECT id FROM candidate ORDER BY turn, next_attempt_at, id LIMIT $2)
          UPDATE webhook_outbox o SET lease_until = $3, lease_owner = $4
-         FROM due, webhook_subscriptions s
-         WHERE o.id = due.id AND s.id = o.subscription_id
+         FROM taken, webhook_subscriptions s
+         WHERE o.id = taken.id AND s.id = o.subscription_id
          RETURNING ${OUTBOX_COLUMNS.split(', ').map((column) => `o.${column}`).join(', ')}, s.url, s.secret`
 }
 const RECORD_ATTEMPTS = {
@@ -73,8 +85,11 @@ export function postgresWebhookStore (connection: PostgresConnection): WebhookSt
         : { text: `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, values: [subscriptionId, after.toString(), limit + 1] })
       return attemptPageOf(rows, limit)
     },
-    async claim ({ owner, now, leaseMs, limit }) {
-      const { rows } = await connection.query<OutboxRow & { url: string, secret: string }>({ ...CLAIM_OUTBOX, values: [now, limit, now + leaseMs, owner] })
+    async claim (request) {
+      const { owner, now, leaseMs, limit } = request
+      const lower = [...request.subscriptionLimits ?? []]
+      const values = [now, limit, now + leaseMs, owner, claimShare(request), lower.map(([id]) => id), lower.map(([, n]) => Math.max(0, n))]
+      const { rows } = await connection.query<OutboxRow & { url: string, secret: string }>({ ...CLAIM_OUTBOX, values })
       return claimedDeliveries(rows, new Map(rows.map((row) => [row.subscription_id, row])))
     },
     async settle (owner, attempts) {

@@ -1,8 +1,18 @@
 import type { SqliteDatabase } from './driver.js'
 import type { SettledAttemptRecord, Settlement, WebhookCommands } from './writer-protocol.js'
-import { OUTBOX_COLUMNS, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
+import { claimAllowance, OUTBOX_COLUMNS, takeInTurns, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
 
 const PRUNE_CHUNK = 1000
+/** How many of the oldest due rows a claim reads before it looks for a subscription's rows one by one. */
+const DUE_WINDOW = 1024
+
+interface DueRow {
+  readonly id: bigint
+  readonly subscription_id: string
+  readonly plant_id: bigint
+  readonly next_attempt_at: number | bigint
+  readonly lease_until: number | bigint
+}
 
 /**
  * The writer thread's webhook writes: subscriptions, and the dispatcher's leases and outcomes. They
@@ -15,15 +25,43 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   const deleteOutbox = db.prepare<[string]>('DELETE FROM webhook_outbox WHERE subscription_id = ?')
   const deleteAttempts = db.prepare<[string]>('DELETE FROM webhook_attempts WHERE subscription_id = ?')
   const deleteSubscription = db.prepare<[string]>('DELETE FROM webhook_subscriptions WHERE id = ?')
-  const claim = db.prepare<[{ owner: string, now: number, leaseUntil: number, limit: number }], OutboxRow>(`
-    UPDATE webhook_outbox SET lease_until = :leaseUntil, lease_owner = :owner
-    WHERE id IN (
-      SELECT o.id FROM webhook_outbox o JOIN webhook_subscriptions s ON s.id = o.subscription_id AND s.disabled_at IS NULL
-      WHERE o.failed_at IS NULL AND o.next_attempt_at <= :now AND o.lease_until <= :now
-        AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
-                        AND e.id < o.id AND e.failed_at IS NULL)
-      ORDER BY o.next_attempt_at, o.id LIMIT :limit)
-    RETURNING ${OUTBOX_COLUMNS}`)
+  const enabledSubscriptions = db.prepare<[], string>('SELECT id FROM webhook_subscriptions WHERE disabled_at IS NULL').pluck()
+  // The oldest due rows of every subscription: most claims find what they may take among them.
+  const oldestDue = db.prepare<[number, number], DueRow>(`
+    SELECT o.id, o.subscription_id, o.plant_id, o.next_attempt_at, o.lease_until FROM webhook_outbox o INDEXED BY webhook_outbox_due
+    WHERE o.failed_at IS NULL AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at, o.id LIMIT ?`)
+  const earlierPending = db.prepare<[string, bigint, bigint], number>(
+    'SELECT 1 FROM webhook_outbox WHERE subscription_id = ? AND plant_id = ? AND id < ? AND failed_at IS NULL LIMIT 1').pluck()
+  // One subscription's due rows through its own pending rows: for one whose due rows are not among the
+  // oldest (behind another's backlog), at the cost of reading its pending rows.
+  const dueOfSubscription = db.prepare<[{ subscription: string, now: number, limit: number }], DueRow>(`
+    SELECT o.id, o.subscription_id, o.plant_id, o.next_attempt_at, o.lease_until FROM webhook_outbox o INDEXED BY webhook_outbox_plant
+    WHERE o.subscription_id = :subscription AND o.failed_at IS NULL AND o.next_attempt_at <= :now AND o.lease_until <= :now
+      AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
+                      AND e.id < o.id AND e.failed_at IS NULL)
+    ORDER BY o.next_attempt_at, o.id LIMIT :limit`)
+  const lease = db.prepare<[number, string, bigint], OutboxRow>(
+    `UPDATE webhook_outbox SET lease_until = ?, lease_owner = ? WHERE id = ? RETURNING ${OUTBOX_COLUMNS}`)
+  const claim = db.transaction((request: ClaimRequest): OutboxRow[] => {
+    const { now } = request
+    const allowances = new Map(enabledSubscriptions.all().map((subscription) => [subscription, claimAllowance(request, subscription)]))
+    const found = new Map<string, DueRow[]>()
+    const window = oldestDue.all(now, DUE_WINDOW)
+    for (const row of window) {
+      const rows = found.get(row.subscription_id) ?? []
+      if (rows.length >= (allowances.get(row.subscription_id) ?? 0) || Number(row.lease_until) > now) continue
+      if (earlierPending.get(row.subscription_id, row.plant_id, row.id) !== undefined) continue
+      found.set(row.subscription_id, [...rows, row])
+    }
+    const candidates = [...allowances].map(([subscription, allowance]) => {
+      const rows = found.get(subscription) ?? []
+      // Past a full window, more of its due rows may follow.
+      const more = window.length === DUE_WINDOW && rows.length < allowance ? dueOfSubscription.all({ subscription, now, limit: allowance }) : rows
+      return more.map((row) => ({ id: row.id, nextAttemptAt: Number(row.next_attempt_at) }))
+    })
+    const leaseUntil = now + request.leaseMs
+    return takeInTurns(candidates, request.limit).map(({ id }) => lease.get(leaseUntil, request.owner, id) as OutboxRow)
+  })
   const leased = db.prepare<[bigint, string]>('SELECT 1 FROM webhook_outbox WHERE id = ? AND lease_owner = ?').pluck()
   const subscriptionExists = db.prepare<[string]>('SELECT 1 FROM webhook_subscriptions WHERE id = ?').pluck()
   const delivered = db.prepare<[bigint]>('DELETE FROM webhook_outbox WHERE id = ?')
@@ -88,7 +126,7 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
       deleteAttempts.run(id)
       return deleteSubscription.run(id).changes === 1
     }),
-    claim: ({ owner, now, leaseMs, limit }: ClaimRequest) => relaxed(() => claim.all({ owner, now, leaseUntil: now + leaseMs, limit })),
+    claim: (request: ClaimRequest) => relaxed(() => claim.immediate(request)),
     settle: (settlement) => relaxed(() => settle.immediate(settlement)),
     pruneAttempts: (before) => relaxed(() => {
       let deleted = 0

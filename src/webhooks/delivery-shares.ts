@@ -1,0 +1,47 @@
+import type { SettledAttempt } from '../store/webhook-store.js'
+import type { CircuitBreaker } from './circuit-breaker.js'
+
+/** Why an attempt cut short by a stop is given back: it says nothing about the receiver. */
+export const STOPPED_DURING_DELIVERY = 'the service stopped during the delivery'
+
+/**
+ * Each subscription's share of this instance's delivery slots: at most `perSubscription` attempts of one
+ * subscription under way at once, none while its circuit is open and one (the probe) when its cool-down
+ * has passed. A slow or silent receiver so holds only its own share, and the rest stays free for the others.
+ */
+export class DeliveryShares {
+  private readonly inFlight = new Map<string, number>()
+
+  constructor (readonly perSubscription: number, private readonly circuits: CircuitBreaker) {}
+
+  started (subscriptionId: string): void {
+    this.inFlight.set(subscriptionId, (this.inFlight.get(subscriptionId) ?? 0) + 1)
+  }
+
+  /** Counts the attempt's end, and tells the subscription's circuit how it went. */
+  ended ({ delivery: { subscriptionId }, result, error }: SettledAttempt, now: number): void {
+    const left = (this.inFlight.get(subscriptionId) ?? 1) - 1
+    if (left === 0) this.inFlight.delete(subscriptionId)
+    else this.inFlight.set(subscriptionId, left)
+    if (result === 'delivered') this.circuits.succeeded(subscriptionId)
+    else if (result === 'gone') this.circuits.forget(subscriptionId)
+    else if (error !== STOPPED_DURING_DELIVERY) this.circuits.failed(subscriptionId, now)
+  }
+
+  /** Attempts under way of the subscriptions that may take no more now (at their share, or their circuit open). */
+  heldByFull (now: number): number {
+    let held = 0
+    for (const [subscriptionId, limit] of this.limits(now)) if (limit === 0) held += this.inFlight.get(subscriptionId) ?? 0
+    return held
+  }
+
+  /** What a claim may take of the subscriptions below their full share (the claim's `subscriptionLimits`). */
+  limits (now: number): Map<string, number> {
+    const limits = this.circuits.caps(now)
+    for (const [subscriptionId, cap] of limits) limits.set(subscriptionId, Math.max(0, cap - (this.inFlight.get(subscriptionId) ?? 0)))
+    for (const [subscriptionId, count] of this.inFlight) {
+      if (!limits.has(subscriptionId)) limits.set(subscriptionId, Math.max(0, this.perSubscription - count))
+    }
+    return limits
+  }
+}
