@@ -1,6 +1,7 @@
 import {
   deletedPlantBody, newEventId, subscribesTo, type ClaimedDelivery, type DeliveryAttemptRecord, type NewWebhookSubscriptionRecord,
-  type SettledAttempt, type WebhookEventType, type WebhookStore, type WebhookSubscriptionStatusRecord
+  type SettledAttempt, type StoredSecretReplacement, type StoredSecrets, type WebhookEventType, type WebhookStore,
+  type WebhookSubscriptionStatusRecord
 } from '../webhook-store.js'
 import { plantJson, type PlantRecord } from '../plant-store.js'
 
@@ -24,6 +25,8 @@ interface SubscriptionEntry {
   delivered: number
   failed: number
   lastError: { readonly at: number, readonly message: string } | undefined
+  /** The secret a rotation replaced and when it stops being used. */
+  previous: { readonly storedSecret: string, readonly until: number } | undefined
 }
 
 /** The outbox in memory, with the same rules as the SQL adapters' (webhook-store.ts). */
@@ -65,7 +68,7 @@ export class MemoryWebhookStore implements WebhookStore {
   }
 
   async createSubscription (subscription: NewWebhookSubscriptionRecord): Promise<void> {
-    this.subscriptions.set(subscription.id, { subscription, delivered: 0, failed: 0, lastError: undefined })
+    this.subscriptions.set(subscription.id, { subscription, delivered: 0, failed: 0, lastError: undefined, previous: undefined })
   }
 
   async listSubscriptions () {
@@ -114,8 +117,9 @@ export class MemoryWebhookStore implements WebhookStore {
       const plantKey = `${row.subscriptionId} ${row.plantId}`
       if (plantsWithEarlierEvents.has(plantKey)) continue
       plantsWithEarlierEvents.add(plantKey)
-      const subscription = this.subscriptions.get(row.subscriptionId)?.subscription
-      if (subscription === undefined || subscription.disabledAt !== undefined) continue
+      const entry = this.subscriptions.get(row.subscriptionId)
+      const subscription = entry?.subscription
+      if (entry === undefined || subscription === undefined || subscription.disabledAt !== undefined) continue
       if (row.nextAttemptAt > now || row.leaseUntil > now) continue
       row.leaseUntil = now + leaseMs
       row.leaseOwner = owner
@@ -124,6 +128,7 @@ export class MemoryWebhookStore implements WebhookStore {
         subscriptionId: row.subscriptionId,
         url: subscription.url,
         storedSecret: subscription.storedSecret,
+        ...(entry.previous === undefined ? {} : { storedPreviousSecret: entry.previous.storedSecret, previousSecretUntil: entry.previous.until }),
         eventId: row.eventId,
         type: row.type,
         plantId: row.plantId,
@@ -198,7 +203,35 @@ export class MemoryWebhookStore implements WebhookStore {
     return oldestRecordedAt === undefined ? { pending } : { pending, oldestRecordedAt }
   }
 
-  async storedSecrets () {
-    return [...this.subscriptions.values()].map(({ subscription }) => ({ id: subscription.id, storedSecret: subscription.storedSecret }))
+  async storedSecrets (): Promise<StoredSecrets[]> {
+    return [...this.subscriptions.values()].map(({ subscription, previous }) => ({
+      id: subscription.id,
+      storedSecret: subscription.storedSecret,
+      ...(previous === undefined ? {} : { storedPreviousSecret: previous.storedSecret, previousSecretUntil: previous.until })
+    }))
+  }
+
+  async rotateSecret (id: string, storedSecret: string, previousSecretUntil: number | undefined): Promise<boolean> {
+    const entry = this.subscriptions.get(id)
+    if (entry === undefined) return false
+    entry.previous = previousSecretUntil === undefined ? undefined : { storedSecret: entry.subscription.storedSecret, until: previousSecretUntil }
+    entry.subscription = { ...entry.subscription, storedSecret }
+    return true
+  }
+
+  async replaceStoredSecrets (replacements: readonly StoredSecretReplacement[]): Promise<number> {
+    let replaced = 0
+    for (const { id, column, from, to } of replacements) {
+      const entry = this.subscriptions.get(id)
+      if (entry === undefined) continue
+      if (column === 'secret' && to !== null && entry.subscription.storedSecret === from) {
+        entry.subscription = { ...entry.subscription, storedSecret: to }
+        replaced++
+      } else if (column === 'previousSecret' && entry.previous?.storedSecret === from) {
+        entry.previous = to === null ? undefined : { ...entry.previous, storedSecret: to }
+        replaced++
+      }
+    }
+    return replaced
   }
 }
