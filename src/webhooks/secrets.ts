@@ -64,17 +64,6 @@ export class SecretBox {
     return this.opened(stored, subscriptionId).sealedWith
   }
 
-  /**
-   * The stored form of a stored secret sealed with the key, when it is not already (a previous key
-   * sealed it, or it was stored before a key was set); undefined when it is. Throws SecretUnreadableError
-   * when no key opens it, and an Error when no key is set.
-   */
-  resealed (stored: string, subscriptionId: string): string | undefined {
-    if (this.key === undefined) throw new Error('WEBHOOK_SECRETS_KEY is not set')
-    const { secret, sealedWith } = this.opened(stored, subscriptionId)
-    return sealedWith === 'key' ? undefined : this.seal(secret, subscriptionId)
-  }
-
   private opened (stored: string, subscriptionId: string): { readonly secret: string, readonly sealedWith: SealedWith } {
     if (!stored.startsWith(SEALED_PREFIX)) return { secret: stored, sealedWith: 'none' }
     if (this.key === undefined) throw new SecretUnreadableError('the secret is sealed and WEBHOOK_SECRETS_KEY is not set')
