@@ -101,9 +101,7 @@ describe.each(backends)('rotating a subscription\'s signing secret ($name)', (ba
 
     expectError(await rotate(app, UNKNOWN_ID), 404, `no webhook subscription has id "${UNKNOWN_ID}"`)
     for (const expiresInSeconds of [-1, 604801, 1.5, '60', null]) {
-      const response = await rotate(app, id, { expiresInSeconds })
-      expect(response.statusCode, `${JSON.stringify(expiresInSeconds)}: ${response.body}`).toBe(400)
-      expect(response.json()).toEqual({ error: 400, message: expect.stringContaining('expiresInSeconds') })
+      expectError(await rotate(app, id, { expiresInSeconds }), 400, 'expiresInSeconds must be a whole number from 0 to 604800')
     }
     expect((await rotate(app, id, { expiresInSeconds: 604800 })).statusCode).toBe(200)
     const anonymous = await rotate(app, UNKNOWN_ID, { expiresInSeconds: -1 }, {})
