@@ -55,7 +55,9 @@ export const WebhookSubscriptionStatus = Type.Object({
   lastError: Type.Optional(Type.Object({
     at: DateTime('When the attempt failed, RFC 3339 UTC'),
     message: Type.String({ description: 'The status code (`HTTP 500`) or the error of the attempt', examples: ['HTTP 503'] })
-  }, { description: 'The most recent failed attempt; absent if none failed' }))
+  }, { description: 'The most recent failed attempt; absent if none failed' })),
+  previousSecretExpiresAt: Type.Optional(DateTime('While a secret rotation\'s grace period lasts: until when deliveries also carry ' +
+    'the signature of the previous secret, RFC 3339 UTC; absent otherwise'))
 }, component('WebhookSubscriptionStatus', 'A subscription with its delivery counts.'))
 
 export const WebhookSubscriptionList = Type.Array(ref(WebhookSubscription), { description: 'Every subscription, newest first.' })

@@ -33,6 +33,8 @@ export interface WebhookSubscriptionStatusRecord extends WebhookSubscriptionReco
   /** Events given up on (24 h of retries) or dropped when the subscription was disabled. */
   readonly failed: number
   readonly lastError?: { readonly at: number, readonly message: string }
+  /** Until when the secret a rotation replaced is still used (epoch ms); absent when no rotation kept one. */
+  readonly previousSecretUntil?: number
 }
 
 export interface DeliveryAttemptRecord {
@@ -197,9 +199,10 @@ export interface SubscriptionStatusRow extends SubscriptionRow {
   readonly failed: IntegerColumn
   readonly last_error: string | null
   readonly last_error_at: IntegerColumn | null
+  readonly previous_secret_until: IntegerColumn | null
 }
 
-export const SUBSCRIPTION_STATUS_COLUMNS = `${SUBSCRIPTION_COLUMNS}, delivered, failed, last_error, last_error_at`
+export const SUBSCRIPTION_STATUS_COLUMNS = `${SUBSCRIPTION_COLUMNS}, delivered, failed, last_error, last_error_at, previous_secret_until`
 
 export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: IntegerColumn): WebhookSubscriptionStatusRecord {
   return {
@@ -207,7 +210,8 @@ export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: In
     pending: Number(pending),
     delivered: Number(row.delivered),
     failed: Number(row.failed),
-    ...(row.last_error === null ? {} : { lastError: { at: Number(row.last_error_at), message: row.last_error } })
+    ...(row.last_error === null ? {} : { lastError: { at: Number(row.last_error_at), message: row.last_error } }),
+    ...(row.previous_secret_until === null ? {} : { previousSecretUntil: Number(row.previous_secret_until) })
   }
 }
 

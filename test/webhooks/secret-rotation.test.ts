@@ -56,7 +56,7 @@ describe.each(backends)('rotating a subscription\'s signing secret ($name)', (ba
     expect(Date.parse(rotated.previousSecretExpiresAt) - Date.now()).toBeLessThanOrEqual(DAY_MS)
     expect(response.headers['cache-control']).toBe('no-store')
     const status = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
-    expect(status.json()).toMatchObject({ pending: 1, delivered: 0 })
+    expect(status.json()).toMatchObject({ pending: 1, delivered: 0, previousSecretExpiresAt: rotated.previousSecretExpiresAt })
 
     receiver.answerWith(() => ({ status: 204 }))
     expect((await postPlant(app, { id: 2, name: 'Ivy' })).statusCode).toBe(200)
@@ -81,6 +81,8 @@ describe.each(backends)('rotating a subscription\'s signing secret ($name)', (ba
     const second = now.json<Rotated>()
     expect(Math.abs(Date.parse(second.previousSecretExpiresAt) - Date.now())).toBeLessThan(1000)
     expect(await store.webhooks.storedSecrets()).toEqual([{ id, storedSecret: expect.stringMatching(SECRET) }])
+    const status = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
+    expect(status.json()).not.toHaveProperty('previousSecretExpiresAt')
     expect((await postPlant(app, { id: 1, name: 'Fern' })).statusCode).toBe(200)
     const [immediate] = await receiver.waitForDeliveries(1)
     expect(signaturesOf(immediate!)).toHaveLength(1)

@@ -204,7 +204,7 @@ function subscriptionDocument (subscription: WebhookSubscriptionRecord) {
   }
 }
 
-function statusDocument (subscription: WebhookSubscriptionStatusRecord) {
+function statusDocument (subscription: WebhookSubscriptionStatusRecord, now = Date.now()) {
   return {
     ...subscriptionDocument(subscription),
     pending: subscription.pending,
@@ -212,7 +212,10 @@ function statusDocument (subscription: WebhookSubscriptionStatusRecord) {
     failed: subscription.failed,
     ...(subscription.lastError === undefined
       ? {}
-      : { lastError: { at: new Date(subscription.lastError.at).toISOString(), message: subscription.lastError.message } })
+      : { lastError: { at: new Date(subscription.lastError.at).toISOString(), message: subscription.lastError.message } }),
+    ...(subscription.previousSecretUntil === undefined || subscription.previousSecretUntil <= now
+      ? {}
+      : { previousSecretExpiresAt: new Date(subscription.previousSecretUntil).toISOString() })
   }
 }
 

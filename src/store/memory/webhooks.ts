@@ -88,7 +88,8 @@ export class MemoryWebhookStore implements WebhookStore {
       pending,
       delivered: entry.delivered,
       failed: entry.failed,
-      ...(entry.lastError === undefined ? {} : { lastError: entry.lastError })
+      ...(entry.lastError === undefined ? {} : { lastError: entry.lastError }),
+      ...(entry.previous === undefined ? {} : { previousSecretUntil: entry.previous.until })
     }
   }
 
