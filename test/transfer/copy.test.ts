@@ -211,7 +211,7 @@ describe('plantstore copy', () => {
     expect(await Promise.all(digests)).toEqual([expected, expected, expected, expected])
   })
 
-  it('copies a store of schema version 5 (release 1.5.0), its subscriptions without a previous secret', async () => {
+  it('copies a store of schema version 5 (release 1.5.0), SQLite or PostgreSQL, its subscriptions without a previous secret', async () => {
     const folder = temporaryFolder()
     const source = join(folder, 'source.db')
     const target = join(folder, 'target.db')
@@ -223,10 +223,19 @@ describe('plantstore copy', () => {
     db.pragma('user_version = 5')
     db.close()
 
-    const run = await copy(`sqlite:${source}`, `sqlite:${target}`, folder)
+    const postgres = await createTestDatabase()
+    const fromPostgres = join(folder, 'from-postgres.db')
 
+    const run = await copy(`sqlite:${source}`, `sqlite:${target}`, folder)
     expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' })
+    expect((await copy(`sqlite:${source}`, postgres, folder)).code).toBe(0)
+    await postgresQuery(postgres, 'ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret, DROP COLUMN previous_secret_until')
+    await postgresQuery(postgres, 'DELETE FROM plantstore_migrations WHERE version = 6')
+    const fromVersion5 = await copy(postgres, `sqlite:${fromPostgres}`, folder)
+
     expect(run.stdout).toMatch(summaryLine({ subscriptions: 1, plants: 3 }, `sqlite:${source}`, `sqlite:${target}`))
+    expect({ code: fromVersion5.code, stderr: fromVersion5.stderr }).toEqual({ code: 0, stderr: '' })
+    expect(sqliteRows(fromPostgres).subscriptions).toEqual(sqliteRows(target).subscriptions)
     expect(sqliteRows(target).subscriptions).toEqual([{
       id: '5b7e0c1e-8f0a-4a4b-9d51-2c8e3f1a7b60',
       url: 'https://example.com/hooks',
