@@ -151,7 +151,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     done(null, payload)
   })
   const webhookConfig = config.webhooks ?? DEFAULT_WEBHOOK_CONFIG
-  const secrets = new SecretBox(webhookConfig.secretsKey)
+  const secrets = new SecretBox(webhookConfig.secretsKey, webhookConfig.previousSecretsKeys)
   const dispatcher = new WebhookDispatcher(store.webhooks, secrets, { pollMs: WEBHOOK_POLL_MS, ...webhookConfig }, app.log,
     `plantstore/${SERVICE_VERSION} (webhooks)`)
   dispatcher.observer = metrics?.deliveryObserver

@@ -4,6 +4,7 @@ import { parseCommandLine, UsageError, type Invocation } from './cli/command-lin
 import { runDataCommand } from './cli/data-commands.js'
 import { withCommandStore } from './cli/command-store.js'
 import { isTokenInvocation } from './cli/token-command-line.js'
+import { isWebhookInvocation, runWebhookCommand } from './cli/webhook-command.js'
 import { runTokenCommand } from './cli/token-commands.js'
 import { InvalidConfigError, loadConfig, loadDotEnvFile } from './config.js'
 import { StoreUnavailableError } from './store/plant-store.js'
@@ -30,6 +31,7 @@ async function main (args: readonly string[]): Promise<number> {
   try {
     loadDotEnvFile()
     const config = loadConfig()
+    if (isWebhookInvocation(invocation)) return await runWebhookCommand(invocation, config)
     if (!isTokenInvocation(invocation)) return await runDataCommand(invocation, config)
     const memoryRefusal = 'the tokens of a memory store live only inside the running service; ' +
       'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}'

@@ -60,6 +60,8 @@ export interface WebhookConfig {
   readonly allowPrivateNetworks: boolean
   /** The AES-256 key that seals signing secrets at rest; absent: they are stored as they are. */
   readonly secretsKey: Buffer | undefined
+  /** Keys that sealed secrets before `secretsKey` replaced them: they open those secrets, never seal new ones. */
+  readonly previousSecretsKeys: readonly Buffer[]
   readonly concurrency: number
   /** The most deliveries of one subscription under way at once per instance (its share of `concurrency`). */
   readonly concurrencyPerSubscription: number
@@ -74,6 +76,7 @@ export const DEFAULT_WEBHOOK_CONFIG: WebhookConfig = Object.freeze({
   deliver: true,
   allowPrivateNetworks: false,
   secretsKey: undefined,
+  previousSecretsKeys: [],
   concurrency: 32,
   concurrencyPerSubscription: 16,
   firstRetryMs: 5000,
@@ -145,6 +148,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       deliver: read(() => booleanVariable(env, 'WEBHOOK_DELIVERY', true), true),
       allowPrivateNetworks: read(() => booleanVariable(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', false), false),
       secretsKey: read(() => secretsKeyVariable(env), undefined),
+      previousSecretsKeys: Object.freeze(read(() => previousSecretsKeysVariable(env), [])),
       concurrency: webhookConcurrency,
       concurrencyPerSubscription: read(() => integerVariable(env, 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION',
         defaultShareOf(webhookConcurrency), 1, 1024), 0),
@@ -226,6 +230,28 @@ function secretsKeyVariable (env: Env): Buffer | undefined {
       'must hold 32 bytes as 64 hexadecimal digits or as base64 (openssl rand -base64 32)')
   }
   return key
+}
+
+/**
+ * `WEBHOOK_SECRETS_PREVIOUS_KEYS` (or its file): comma-separated keys in WEBHOOK_SECRETS_KEY's forms (a
+ * file may put one per line), the keys replaced by it. Only with a current key: taking the key away
+ * (storing secrets readable again) is not supported.
+ */
+function previousSecretsKeysVariable (env: Env): Buffer[] {
+  const text = secretOf(env, 'WEBHOOK_SECRETS_PREVIOUS_KEYS')
+  if (text === undefined) return []
+  const variable = valueOf(env, 'WEBHOOK_SECRETS_PREVIOUS_KEYS_FILE') === undefined ? 'WEBHOOK_SECRETS_PREVIOUS_KEYS' : 'WEBHOOK_SECRETS_PREVIOUS_KEYS_FILE'
+  if (valueOf(env, 'WEBHOOK_SECRETS_KEY') === undefined && valueOf(env, 'WEBHOOK_SECRETS_KEY_FILE') === undefined) {
+    throw new ConfigError(variable, 'needs WEBHOOK_SECRETS_KEY: secrets are sealed with the current key, and going back to no key is not supported')
+  }
+  const entries = text.split(/[,\s]+/).filter((entry) => entry !== '')
+  return entries.map((entry, index) => {
+    const key = secretsKeyOf(entry)
+    if (key === undefined) {
+      throw new ConfigError(variable, `must hold comma-separated keys of 32 bytes as 64 hexadecimal digits or as base64; entry ${index + 1} is not one`)
+    }
+    return key
+  })
 }
 
 /** Traces go out when an OTLP endpoint is set, unless the standard `OTEL_SDK_DISABLED` or `OTEL_TRACES_EXPORTER=none` says not to. */

@@ -4,7 +4,7 @@ import { buildApp } from './app.js'
 import { AccessTokenRegistry, TokenNameClashError } from './auth/token-registry.js'
 import { InvalidConfigError, loadConfig, loadConfiguredTokens, loadDotEnvFile } from './config.js'
 import { StoreOpenError, StoreUnavailableError, type PlantStore } from './store/plant-store.js'
-import { SecretBox, storedSecretsProblem } from './webhooks/secrets.js'
+import { SecretBox, storedSecretsState } from './webhooks/secrets.js'
 import { openStore } from './store/open-store.js'
 import { listenForMetrics, MetricsListenerError, type MetricsListener } from './telemetry/metrics-listener.js'
 import { startTracing } from './telemetry/tracing.js'
@@ -23,7 +23,7 @@ async function main (): Promise<void> {
   // Only now is the OpenTelemetry SDK loaded; with tracing off it never is.
   const tracing = config.tracing ? await startTracing(config.otlpProtocol) : undefined
   const store = await openStore(config.databaseUrl, config.database)
-  await checkWebhookSecrets(store, config.webhooks.secretsKey)
+  await checkWebhookSecrets(store, new SecretBox(config.webhooks.secretsKey, config.webhooks.previousSecretsKeys))
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
   const { initialAdminToken } = await loadAccessTokens(accessTokens)
   accessTokens.replaceEnvironment(config.tokens)
@@ -56,8 +56,11 @@ async function main (): Promise<void> {
   if (initialAdminToken !== undefined) announceInitialAdminToken(initialAdminToken, address)
 }
 
-/** Stops the start when WEBHOOK_SECRETS_KEY cannot open the stored signing secrets (when the store answers now). */
-async function checkWebhookSecrets (store: PlantStore, key: Buffer | undefined): Promise<void> {
+/**
+ * Stops the start when neither WEBHOOK_SECRETS_KEY nor a previous key opens a stored signing secret (when
+ * the store answers now), and says which secrets `plantstore webhooks reseal` would seal with the key.
+ */
+async function checkWebhookSecrets (store: PlantStore, box: SecretBox): Promise<void> {
   let stored
   try {
     stored = await store.webhooks.storedSecrets()
@@ -65,11 +68,15 @@ async function checkWebhookSecrets (store: PlantStore, key: Buffer | undefined):
     if (error instanceof StoreUnavailableError) return
     throw error
   }
-  const { problem, unsealed } = storedSecretsProblem(stored, new SecretBox(key))
+  const { problem, unsealed, underPreviousKeys } = storedSecretsState(stored, box, Date.now())
   if (problem !== undefined) throw new StoreOpenError(problem)
-  if (key !== undefined && unsealed > 0) {
+  if (box.sealing && unsealed > 0) {
     process.stderr.write(`plantstore: ${unsealed} webhook signing secret(s) were stored before WEBHOOK_SECRETS_KEY was set and ` +
-      'stay readable in the database; delete and recreate those subscriptions to seal their secrets\n')
+      'stay readable in the database; run plantstore webhooks reseal to seal them\n')
+  }
+  if (underPreviousKeys > 0) {
+    process.stderr.write(`plantstore: ${underPreviousKeys} webhook signing secret(s) are sealed with a key of WEBHOOK_SECRETS_PREVIOUS_KEYS; ` +
+      'once every instance runs with the new WEBHOOK_SECRETS_KEY, run plantstore webhooks reseal, then remove the previous keys\n')
   }
 }
 

@@ -122,8 +122,8 @@ describe('plantstore: help and usage errors, before any configuration is read', 
 
   const see = (command: string) => ` (see "${command} --help")\n`
   it.each([
-    [[], 'no command given; the commands are tokens create, tokens list, tokens revoke, backup, restore, export, import, copy' + see('plantstore')],
-    [['plants'], 'unknown command "plants"; the commands are tokens create, tokens list, tokens revoke, backup, restore, export, import, copy' + see('plantstore')],
+    [[], 'no command given; the commands are tokens create, tokens list, tokens revoke, backup, restore, export, import, copy, webhooks reseal' + see('plantstore')],
+    [['plants'], 'unknown command "plants"; the commands are tokens create, tokens list, tokens revoke, backup, restore, export, import, copy, webhooks reseal' + see('plantstore')],
     [['--verbose'], 'unknown option "--verbose"' + see('plantstore')],
     [['tokens'], 'tokens needs a command: create, list or revoke' + see('plantstore tokens')],
     [['tokens', 'rotate'], 'unknown command "tokens rotate"; the tokens commands are create, list and revoke' + see('plantstore tokens')],

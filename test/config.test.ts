@@ -39,6 +39,7 @@ describe('Configuration from the environment', () => {
       deliver: true,
       allowPrivateNetworks: false,
       secretsKey: undefined,
+      previousSecretsKeys: [],
       concurrency: 32,
       concurrencyPerSubscription: 16,
       firstRetryMs: 5000,
@@ -97,6 +98,7 @@ describe('Configuration from the environment', () => {
         deliver: false,
         allowPrivateNetworks: true,
         secretsKey: Buffer.from('00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff', 'hex'),
+        previousSecretsKeys: [],
         concurrency: 4,
         concurrencyPerSubscription: 3,
         firstRetryMs: 1000,
@@ -225,6 +227,31 @@ describe('Webhook settings', () => {
     expect(loadConfig({ WEBHOOK_SECRETS_KEY_FILE: good, WEBHOOK_SECRETS_KEY: 'ignored' }, false).webhooks.secretsKey).toEqual(key)
     expect(problemsOf({ WEBHOOK_SECRETS_KEY_FILE: bad }).map((problem) => problem.message))
       .toEqual(['WEBHOOK_SECRETS_KEY_FILE must hold 32 bytes as 64 hexadecimal digits or as base64 (openssl rand -base64 32)'])
+  })
+
+  it('reads WEBHOOK_SECRETS_PREVIOUS_KEYS: comma-separated keys in either form, one per line in its file', () => {
+    const [key, older, oldest] = [randomBytes(32), randomBytes(32), randomBytes(32)]
+    const file = join(temporaryFolder(), 'previous-keys')
+    writeFileSync(file, `${older.toString('hex')}\n${oldest.toString('base64')}\n`)
+    const previousOf = (env: Record<string, string>) => loadConfig({ WEBHOOK_SECRETS_KEY: key.toString('hex'), ...env }, false).webhooks.previousSecretsKeys
+
+    expect(previousOf({})).toEqual([])
+    expect(previousOf({ WEBHOOK_SECRETS_PREVIOUS_KEYS: `${older.toString('base64url')}, ${oldest.toString('hex')}` })).toEqual([older, oldest])
+    expect(previousOf({ WEBHOOK_SECRETS_PREVIOUS_KEYS_FILE: file })).toEqual([older, oldest])
+  })
+
+  it('refuses WEBHOOK_SECRETS_PREVIOUS_KEYS without WEBHOOK_SECRETS_KEY, and an entry that is not a key, without echoing it', () => {
+    const older = randomBytes(32).toString('hex')
+
+    expect(problemsOf({ WEBHOOK_SECRETS_PREVIOUS_KEYS: older }).map((problem) => [problem.variable, problem.message])).toEqual([[
+      'WEBHOOK_SECRETS_PREVIOUS_KEYS',
+      'WEBHOOK_SECRETS_PREVIOUS_KEYS needs WEBHOOK_SECRETS_KEY: secrets are sealed with the current key, and going back to no key is not supported'
+    ]])
+    const bad = problemsOf({ WEBHOOK_SECRETS_KEY: randomBytes(32).toString('hex'), WEBHOOK_SECRETS_PREVIOUS_KEYS: `${older},not-a-key` })
+    expect(bad.map((problem) => problem.message)).toEqual([
+      'WEBHOOK_SECRETS_PREVIOUS_KEYS must hold comma-separated keys of 32 bytes as 64 hexadecimal digits or as base64; entry 2 is not one'
+    ])
+    expect(bad[0]?.message).not.toContain(older)
   })
 
   it('accepts the shortest lease, 11000 ms: longer than a delivery may take', () => {

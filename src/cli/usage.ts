@@ -27,6 +27,7 @@ Commands:
   export          write the plants as NDJSON
   import FILE|-   create the plants of an NDJSON file
   copy            copy a whole store between SQLite and PostgreSQL
+  webhooks reseal seal the stored webhook signing secrets with WEBHOOK_SECRETS_KEY
 
 Options:
   -h, --help      show this help; "plantstore <command> --help" shows a command's own

@@ -3,10 +3,14 @@ import { ErrorBody } from './error-body.js'
 import { Health } from './health.js'
 import { NewPlant, Plant, PlantPatch, PlantReplacement, StoredPlant } from './plants.js'
 import { AccessToken, CreatedAccessToken, NewAccessToken } from './tokens.js'
-import { CreatedWebhookSubscription, DeliveryAttempt, NewWebhookSubscription, WebhookSubscription, WebhookSubscriptionStatus } from './webhooks.js'
+import {
+  CreatedWebhookSubscription, DeliveryAttempt, NewWebhookSubscription, RotatedWebhookSecret, WebhookSecretRotation, WebhookSubscription,
+  WebhookSubscriptionStatus
+} from './webhooks.js'
 
 /** Every schema with an `$id`: registered once on the app, emitted as OpenAPI components. */
 export const sharedSchemas: readonly TSchema[] = [
   Plant, NewPlant, StoredPlant, PlantReplacement, PlantPatch, NewAccessToken, CreatedAccessToken, AccessToken,
-  NewWebhookSubscription, WebhookSubscription, CreatedWebhookSubscription, WebhookSubscriptionStatus, DeliveryAttempt, ErrorBody, Health
+  NewWebhookSubscription, WebhookSubscription, CreatedWebhookSubscription, WebhookSubscriptionStatus, WebhookSecretRotation,
+  RotatedWebhookSecret, DeliveryAttempt, ErrorBody, Health
 ]

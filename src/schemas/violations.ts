@@ -40,6 +40,11 @@ export function describeViolation (error: ValueError, part: string, bareFields: 
       const rule = error.schema as unknown as IntegerTextRule
       return `${subject} must be a canonical decimal integer from ${rule.minimum ?? INT64_MIN} to ${rule.maximum ?? INT64_MAX}`
     }
+    case 'Integer': {
+      const { minimum, maximum } = error.schema as { minimum?: number, maximum?: number }
+      if (minimum === undefined || maximum === undefined) return `${subject} is invalid: ${error.message}`
+      return `${subject} must be a whole number from ${minimum} to ${maximum}`
+    }
     case 'PlantText':
       return `${subject} ${plantTextViolation(error.value, error.schema as unknown as PlantTextRule) ?? 'is invalid'}`
     default:

@@ -55,7 +55,9 @@ export const WebhookSubscriptionStatus = Type.Object({
   lastError: Type.Optional(Type.Object({
     at: DateTime('When the attempt failed, RFC 3339 UTC'),
     message: Type.String({ description: 'The status code (`HTTP 500`) or the error of the attempt', examples: ['HTTP 503'] })
-  }, { description: 'The most recent failed attempt; absent if none failed' }))
+  }, { description: 'The most recent failed attempt; absent if none failed' })),
+  previousSecretExpiresAt: Type.Optional(DateTime('While a secret rotation\'s grace period lasts: until when deliveries also carry ' +
+    'the signature of the previous secret, RFC 3339 UTC; absent otherwise'))
 }, component('WebhookSubscriptionStatus', 'A subscription with its delivery counts.'))
 
 export const WebhookSubscriptionList = Type.Array(ref(WebhookSubscription), { description: 'Every subscription, newest first.' })
@@ -84,3 +86,26 @@ export const DeliveryAttemptQuery = Type.Object({
   after: PageCursor('the page starts with the newest attempt whose id is smaller', 17)
 })
 export type DeliveryAttemptQuery = Static<typeof DeliveryAttemptQuery>
+
+/** How long a rotated secret's predecessor stays in use at most: 7 days. */
+export const MAX_PREVIOUS_SECRET_SECONDS = 7 * 24 * 3600
+/** The grace period of a rotation that names none: 24 hours. */
+export const DEFAULT_PREVIOUS_SECRET_SECONDS = 24 * 3600
+
+export const WebhookSecretRotation = Type.Object({
+  expiresInSeconds: Type.Optional(Type.Integer({
+    minimum: 0,
+    maximum: MAX_PREVIOUS_SECRET_SECONDS,
+    description: 'How long deliveries stay signed with the previous secret too, in seconds: 86400 (24 h) when absent, 0 for ' +
+      'not at all, at most 604800 (7 days)',
+    examples: [3600]
+  }))
+}, component('WebhookSecretRotation', 'A signing secret rotation; the body may be left out. Unknown properties are accepted and ignored.'))
+export type WebhookSecretRotation = Static<typeof WebhookSecretRotation>
+
+export const RotatedWebhookSecret = Type.Object({
+  id: webhookFields.id,
+  secret: CreatedWebhookSubscription.properties.secret,
+  previousSecretExpiresAt: DateTime('Until when deliveries also carry the signature of the previous secret, RFC 3339 UTC ' +
+    '(the time of the rotation when `expiresInSeconds` was 0)')
+}, component('RotatedWebhookSecret', 'The new signing secret of a subscription, shown only now.'))

@@ -18,6 +18,8 @@ export type StoreRow = readonly Cell[]
 export interface StoreColumn {
   readonly name: string
   readonly type: ColumnType
+  /** The schema version that added the column: a source of an older one is read with NULL in it. */
+  readonly since?: number
 }
 
 export type TableName = 'access_tokens' | 'webhook_subscriptions' | 'plants' | 'webhook_outbox' | 'webhook_attempts'
@@ -35,7 +37,7 @@ export interface StoreTable {
   readonly naturalKey?: readonly string[]
 }
 
-const column = (name: string, type: ColumnType): StoreColumn => ({ name, type })
+const column = (name: string, type: ColumnType, since?: number): StoreColumn => ({ name, type, ...(since === undefined ? {} : { since }) })
 const text = (...names: string[]) => names.map((name) => column(name, 'text'))
 
 /**
@@ -53,7 +55,8 @@ export const STORE_TABLES: readonly StoreTable[] = [
     noun: ['webhook subscription', 'webhook subscriptions'],
     columns: [
       ...text('id', 'url', 'events', 'secret'), column('created_at', 'int64'), column('disabled_at', 'int64'), column('disabled_reason', 'text'),
-      column('delivered', 'int64'), column('failed', 'int64'), column('last_error', 'text'), column('last_error_at', 'int64')
+      column('delivered', 'int64'), column('failed', 'int64'), column('last_error', 'text'), column('last_error_at', 'int64'),
+      column('previous_secret', 'text', 6), column('previous_secret_until', 'int64', 6)
     ]
   },
   {
@@ -86,6 +89,11 @@ export function storeTable (name: TableName): StoreTable {
   const table = STORE_TABLES.find((candidate) => candidate.name === name)
   if (table === undefined) throw new Error(`no table ${name}`)
   return table
+}
+
+/** A column as a SELECT of a store at `schemaVersion` names it: NULL when that schema lacks it. */
+export function selectedColumn (column: StoreColumn, schemaVersion: number, selected = column.name): string {
+  return column.since !== undefined && column.since > schemaVersion ? 'NULL' : selected
 }
 
 /** The index of a column in its table's rows. */

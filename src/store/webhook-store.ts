@@ -33,6 +33,8 @@ export interface WebhookSubscriptionStatusRecord extends WebhookSubscriptionReco
   /** Events given up on (24 h of retries) or dropped when the subscription was disabled. */
   readonly failed: number
   readonly lastError?: { readonly at: number, readonly message: string }
+  /** Until when the secret a rotation replaced is still used (epoch ms); absent when no rotation kept one. */
+  readonly previousSecretUntil?: number
 }
 
 export interface DeliveryAttemptRecord {
@@ -57,6 +59,10 @@ export interface ClaimedDelivery {
   readonly subscriptionId: string
   readonly url: string
   readonly storedSecret: string
+  /** The secret a rotation replaced, as stored, while its grace period lasts: deliveries are signed with both. */
+  readonly storedPreviousSecret?: string
+  /** When the previous secret stops being used (epoch ms). */
+  readonly previousSecretUntil?: number
   readonly eventId: string
   readonly type: WebhookEventType
   readonly plantId: bigint
@@ -126,6 +132,26 @@ export function takeInTurns<Row extends { readonly nextAttemptAt: number, readon
   return taken
 }
 
+/** A subscription's signing secrets as stored, for the start's check and for `plantstore webhooks reseal`. */
+export interface StoredSecrets {
+  readonly id: string
+  readonly storedSecret: string
+  readonly storedPreviousSecret?: string
+  /** When the previous secret stops being used (epoch ms); a later one replaces it, a rotation without grace clears it. */
+  readonly previousSecretUntil?: number
+}
+
+/**
+ * One stored secret to replace (sealed under another key, or dropped: `to` null), only if it still holds
+ * `from`, so that a rotation made meanwhile is never undone.
+ */
+export interface StoredSecretReplacement {
+  readonly id: string
+  readonly column: 'secret' | 'previousSecret'
+  readonly from: string
+  readonly to: string | null
+}
+
 export interface WebhookStore {
   createSubscription (subscription: NewWebhookSubscriptionRecord): Promise<void>
   /** Every subscription, newest first. */
@@ -149,8 +175,16 @@ export interface WebhookStore {
   pruneAttempts (before: number): Promise<number>
   /** Events waiting for delivery (not delivered, not failed), of every subscription: the metrics' backlog. */
   backlog (): Promise<WebhookBacklog>
-  /** The stored secrets, to check at start that WEBHOOK_SECRETS_KEY opens them. */
-  storedSecrets (): Promise<Array<{ readonly id: string, readonly storedSecret: string }>>
+  /** The stored secrets, to check at start that WEBHOOK_SECRETS_KEY opens them, and to re-seal them. */
+  storedSecrets (): Promise<StoredSecrets[]>
+  /**
+   * Gives the subscription a new signing secret, its pending events kept; the one it replaces stays in
+   * use next to it until `previousSecretUntil`, or is dropped at once when that is undefined. False when
+   * there is no such subscription.
+   */
+  rotateSecret (id: string, storedSecret: string, previousSecretUntil: number | undefined): Promise<boolean>
+  /** Replaces stored secrets in one transaction, each only if it still holds what was read; returns how many were replaced. */
+  replaceStoredSecrets (replacements: readonly StoredSecretReplacement[]): Promise<number>
 }
 
 export interface WebhookBacklog {
@@ -204,9 +238,10 @@ export interface SubscriptionStatusRow extends SubscriptionRow {
   readonly failed: IntegerColumn
   readonly last_error: string | null
   readonly last_error_at: IntegerColumn | null
+  readonly previous_secret_until: IntegerColumn | null
 }
 
-export const SUBSCRIPTION_STATUS_COLUMNS = `${SUBSCRIPTION_COLUMNS}, delivered, failed, last_error, last_error_at`
+export const SUBSCRIPTION_STATUS_COLUMNS = `${SUBSCRIPTION_COLUMNS}, delivered, failed, last_error, last_error_at, previous_secret_until`
 
 export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: IntegerColumn): WebhookSubscriptionStatusRecord {
   return {
@@ -214,7 +249,8 @@ export function subscriptionStatusOfRow (row: SubscriptionStatusRow, pending: In
     pending: Number(pending),
     delivered: Number(row.delivered),
     failed: Number(row.failed),
-    ...(row.last_error === null ? {} : { lastError: { at: Number(row.last_error_at), message: row.last_error } })
+    ...(row.last_error === null ? {} : { lastError: { at: Number(row.last_error_at), message: row.last_error } }),
+    ...(row.previous_secret_until === null ? {} : { previousSecretUntil: Number(row.previous_secret_until) })
   }
 }
 
@@ -258,10 +294,31 @@ export interface OutboxRow {
 
 export const OUTBOX_COLUMNS = 'id, subscription_id, event_id, event_type, plant_id, body, created_at, attempts'
 
+/** A subscription's columns a claim returns with each outbox row: where to post it and what to sign it with. */
+export interface ClaimedSubscriptionRow {
+  readonly url: string
+  readonly secret: string
+  readonly previous_secret: string | null
+  readonly previous_secret_until: IntegerColumn | null
+}
+
+/** The subscription columns of ClaimedSubscriptionRow, in SQL. */
+export const CLAIMED_SUBSCRIPTION_COLUMNS = 'url, secret, previous_secret, previous_secret_until'
+
+/** The stored secrets of a subscription row. */
+export function storedSecretsOfRow (row: { readonly id: string } & Omit<ClaimedSubscriptionRow, 'url'>): StoredSecrets {
+  return {
+    id: row.id,
+    storedSecret: row.secret,
+    ...(row.previous_secret === null ? {} : { storedPreviousSecret: row.previous_secret }),
+    ...(row.previous_secret === null || row.previous_secret_until === null ? {} : { previousSecretUntil: Number(row.previous_secret_until) })
+  }
+}
+
 /** Claimed outbox rows in outbox order, with their subscriptions' URLs and secrets. */
 export function claimedDeliveries (
   rows: readonly OutboxRow[],
-  subscriptions: ReadonlyMap<string, { readonly url: string, readonly secret: string }>
+  subscriptions: ReadonlyMap<string, ClaimedSubscriptionRow>
 ): ClaimedDelivery[] {
   const claimed: ClaimedDelivery[] = []
   for (const row of [...rows].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))) {
@@ -272,6 +329,9 @@ export function claimedDeliveries (
       subscriptionId: row.subscription_id,
       url: subscription.url,
       storedSecret: subscription.secret,
+      ...(subscription.previous_secret === null || subscription.previous_secret_until === null
+        ? {}
+        : { storedPreviousSecret: subscription.previous_secret, previousSecretUntil: Number(subscription.previous_secret_until) }),
       eventId: row.event_id,
       type: row.event_type as WebhookEventType,
       plantId: BigInt(row.plant_id),

@@ -1,4 +1,4 @@
-import { createHmac, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import { isIP } from 'node:net'
 import { Agent, request } from 'undici'
@@ -7,7 +7,8 @@ import { CIRCUIT_THRESHOLD, CircuitBreaker } from './circuit-breaker.js'
 import { DeliveryShares, STOPPED_DURING_DELIVERY } from './delivery-shares.js'
 import { hostOf, InternalAddressError, isInternalAddress, publicOnlyLookup } from './network.js'
 import { DELIVERY_TIMEOUT_MS, describe, readAtMost } from './receiver-answers.js'
-import { signingKeyOf, type SecretBox } from './secrets.js'
+import type { SecretBox } from './secrets.js'
+import { signatureHeader, webhookTimestamp } from './signature.js'
 
 export interface DispatcherOptions {
   /** Deliveries this instance has under way at once. */
@@ -268,9 +269,6 @@ export class WebhookDispatcher {
     const host = hostOf(url)
     // A name is checked where the socket resolves it (publicOnlyLookup); an address here.
     if (!this.options.allowPrivateNetworks && isIP(host) !== 0 && isInternalAddress(host)) throw new InternalAddressError(host, host)
-    const secret = this.secrets.open(delivery.storedSecret, delivery.subscriptionId)
-    const timestamp = Math.floor(at / 1000)
-    const signature = createHmac('sha256', signingKeyOf(secret)).update(`${delivery.eventId}.${timestamp}.${delivery.body}`).digest('base64')
     const response = await request(url, {
       method: 'POST',
       dispatcher: this.agent,
@@ -278,8 +276,8 @@ export class WebhookDispatcher {
         'content-type': 'application/json',
         'user-agent': this.userAgent,
         'webhook-id': delivery.eventId,
-        'webhook-timestamp': String(timestamp),
-        'webhook-signature': `v1,${signature}`,
+        'webhook-timestamp': String(webhookTimestamp(at)),
+        'webhook-signature': signatureHeader(delivery, at, this.secrets),
         'webhook-event': delivery.type,
         ...traceHeaders
       },

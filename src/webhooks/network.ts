@@ -4,7 +4,7 @@ import { BlockList, isIP } from 'node:net'
 /**
  * Addresses a webhook may not reach unless WEBHOOK_ALLOW_PRIVATE_NETWORKS=true: loopback, private,
  * link-local (cloud metadata services live there), carrier-grade NAT, "this network", multicast and
- * reserved ranges, and their IPv6 counterparts.
+ * reserved ranges, their IPv6 counterparts, and the IPv6 ranges that carry an IPv4 address.
  */
 const internal = new BlockList()
 for (const [network, prefix] of [
@@ -12,17 +12,26 @@ for (const [network, prefix] of [
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]
 ] as const) internal.addSubnet(network, prefix, 'ipv4')
 for (const [network, prefix] of [
-  // ::/96 (IPv4-compatible), NAT64 and 6to4 carry an IPv4 address a gateway may reach: refused whole.
-  ['::', 96], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16], ['2001:db8::', 32]
+  // ::/96 (IPv4-compatible), ::ffff:0:0:0/96 (IPv4-translated), NAT64, 6to4 and Teredo carry an IPv4
+  // address a gateway or relay may reach: refused whole. 100::/64 only discards (RFC 6666).
+  ['::', 96], ['::ffff:0:0:0', 96], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['2002::', 16], ['2001::', 32],
+  ['2001:db8::', 32], ['100::', 64]
 ] as const) internal.addSubnet(network, prefix, 'ipv6')
+
+/**
+ * IPv4-mapped addresses (::ffff:0:0/96), refused whole, public ones too: a receiver reachable over IPv4
+ * is reached at its IPv4 address, and a mapped one in a URL or an AAAA record is only a way around a
+ * filter. A list of its own: Node's BlockList checks IPv4 addresses against this range as mapped ones,
+ * so in `internal` it would refuse every IPv4 address.
+ */
+const ipv4Mapped = new BlockList()
+ipv4Mapped.addSubnet('::ffff:0:0', 96, 'ipv6')
 
 export function isInternalAddress (address: string): boolean {
   const family = isIP(address)
   if (family === 4) return internal.check(address, 'ipv4')
   if (family !== 6) return true
-  // An IPv4 address written as IPv6 (::ffff:127.0.0.1) is that IPv4 address.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)?.[1]
-  return mapped !== undefined ? internal.check(mapped, 'ipv4') : internal.check(address, 'ipv6')
+  return ipv4Mapped.check(address, 'ipv6') || internal.check(address, 'ipv6')
 }
 
 /** The host of a URL as a resolver or `isIP` takes it: IPv6 literals without their brackets. */

@@ -34,8 +34,8 @@ describe('The OpenAPI document', () => {
 
     expect(Object.keys(components.schemas).sort()).toEqual([
       'AccessToken', 'CreatedAccessToken', 'CreatedWebhookSubscription', 'DeliveryAttempt', 'Error', 'Health', 'NewAccessToken',
-      'NewPlant', 'NewWebhookSubscription', 'Plant', 'PlantPatch', 'PlantReplacement', 'StoredPlant', 'WebhookSubscription',
-      'WebhookSubscriptionStatus'
+      'NewPlant', 'NewWebhookSubscription', 'Plant', 'PlantPatch', 'PlantReplacement', 'RotatedWebhookSecret', 'StoredPlant',
+      'WebhookSecretRotation', 'WebhookSubscription', 'WebhookSubscriptionStatus'
     ])
     expect(components.schemas.StoredPlant.required).toEqual(['id', 'name'])
     expect(components.schemas.NewPlant.required).toEqual(['id', 'name'])
@@ -66,7 +66,8 @@ describe('The OpenAPI document', () => {
     ['/admin/webhooks', 'get', 'listWebhookSubscriptions', 'webhooks', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
     ['/admin/webhooks/{id}', 'get', 'getWebhookSubscription', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'WebhookSubscriptionStatus'],
     ['/admin/webhooks/{id}', 'delete', 'deleteWebhookSubscription', 'webhooks', 'admin', ['204', '400', '401', '403', '404', '413', '415', '429', '500', '503'], undefined],
-    ['/admin/webhooks/{id}/deliveries', 'get', 'listWebhookDeliveries', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], undefined]
+    ['/admin/webhooks/{id}/deliveries', 'get', 'listWebhookDeliveries', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], undefined],
+    ['/admin/webhooks/{id}/rotate-secret', 'post', 'rotateWebhookSecret', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '413', '415', '429', '500', '503'], 'RotatedWebhookSecret']
   ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement with its scope', async (path, method, operationId, tag, scope, statuses, success) => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()

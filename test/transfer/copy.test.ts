@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Webhook } from 'standardwebhooks'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../../src/auth/tokens.js'
 import { freePort } from '../../scripts/embedded-postgres.js'
@@ -10,7 +11,7 @@ import { temporaryFolder } from '../helpers/app.js'
 import { until } from '../helpers/load.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer, type ServerProcess } from '../helpers/server-process.js'
-import { WebhookReceiver } from '../helpers/webhook-receiver.js'
+import { WebhookReceiver, type ReceivedDelivery } from '../helpers/webhook-receiver.js'
 import {
   addPlants, cli, copy, expectFailure, exportDigest, markerOf, postgresQuery, shown, startCli, summaryLine, untilCopyingPlants
 } from './copy-fixtures.js'
@@ -67,13 +68,24 @@ function sqliteRows (file: string): { tokens: unknown[], subscriptions: unknown[
   }
 }
 
+/** Whether the official `standardwebhooks` library accepts the delivery with `secret`. */
+function verifiesWith (delivery: ReceivedDelivery, secret: string): boolean {
+  try {
+    new Webhook(secret).verify(delivery.body, delivery.headers as Record<string, string>)
+    return true
+  } catch {
+    return false
+  }
+}
+
 function fileDigest (file: string): string {
   return createHash('sha256').update(readFileSync(file)).digest('hex')
 }
 
 describe('plantstore copy', () => {
-  it('moves a store SQLite → PostgreSQL → SQLite: the exports hash the same, tokens, subscriptions, pending events and attempts ' +
-    'arrive as they were, and a service on the PostgreSQL copy accepts the old tokens and delivers signed with the old secret', { timeout: 60_000 }, async () => {
+  it('moves a store SQLite → PostgreSQL → SQLite: the exports hash the same, tokens, subscriptions (a rotated secret with its predecessor), ' +
+    'pending events and attempts arrive as they were, and a service on the PostgreSQL copy accepts the old tokens and delivers signed ' +
+    'with both secrets', { timeout: 60_000 }, async () => {
     const folder = temporaryFolder()
     const source = join(folder, 'source.db')
     const receiver = await WebhookReceiver.start()
@@ -92,6 +104,10 @@ describe('plantstore copy', () => {
     receiver.useSecret(subscription.secret)
     for (let id = 900_001; id <= 900_005; id++) expect((await sourceApi('POST', '/plants', writer.token, { id, name: `Hook ${id}` })).status).toBe(200)
     await receiver.waitForDeliveries(10)
+    const rotation = await sourceApi('POST', `/admin/webhooks/${subscription.id}/rotate-secret`, admin, { expiresInSeconds: 3600 })
+    const rotated = await rotation.json() as { secret: string }
+    expect(rotation.status).toBe(200)
+    receiver.useSecret(rotated.secret)
     await stop(first)
     const db = openSqliteDatabase(source)
     db.prepare('INSERT INTO access_tokens (id, name, scopes, sha256, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)')
@@ -100,6 +116,9 @@ describe('plantstore copy', () => {
     addPlants(source, 12_345)
     const before = sqliteRows(source)
     expect(before.outbox).toHaveLength(5)
+    expect(before.subscriptions).toEqual([expect.objectContaining({
+      secret: expect.stringMatching(/^sealed:v1:/), previous_secret: expect.stringMatching(/^sealed:v1:/), previous_secret_until: expect.any(BigInt)
+    })])
     const copied = { tokens: 5, subscriptions: 1, plants: 12_350, events: 5, attempts: before.attempts.length }
 
     const postgres = await createTestDatabase()
@@ -138,6 +157,7 @@ describe('plantstore copy', () => {
     expect(statuses).toEqual({ reader: 200, writer: 200, admin: 200, revoked: 401, expired: 401 })
     expect(second.stderr()).not.toContain('initial-admin')
     expect(delivered().filter((delivery) => !delivery.verified)).toEqual([])
+    expect(delivered().filter((delivery) => !verifiesWith(delivery, subscription.secret))).toEqual([])
     expect(new Set(delivered().map((delivery) => delivery.body))).toEqual(new Set([
       ...[900_001, 900_002, 900_003, 900_004, 900_005].map((id) => `{"id":${id},"name":"Hook ${id}"}`), '{"id":900100,"name":"After the move"}'
     ]))
@@ -189,6 +209,48 @@ describe('plantstore copy', () => {
     const expected = await digests[0]
     expect(expected?.lines).toBe(100_000)
     expect(await Promise.all(digests)).toEqual([expected, expected, expected, expected])
+  })
+
+  it('copies a store of schema version 5 (release 1.5.0), SQLite or PostgreSQL, its subscriptions without a previous secret', async () => {
+    const folder = temporaryFolder()
+    const source = join(folder, 'source.db')
+    const target = join(folder, 'target.db')
+    addPlants(source, 3)
+    const db = openSqliteDatabase(source)
+    db.prepare('INSERT INTO webhook_subscriptions (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)')
+      .run('5b7e0c1e-8f0a-4a4b-9d51-2c8e3f1a7b60', 'https://example.com/hooks', 'plant.created', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1u3E4ERhSGs=', 1_700_000_000_000)
+    db.exec('ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret; ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret_until')
+    db.pragma('user_version = 5')
+    db.close()
+
+    const postgres = await createTestDatabase()
+    const fromPostgres = join(folder, 'from-postgres.db')
+
+    const run = await copy(`sqlite:${source}`, `sqlite:${target}`, folder)
+    expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' })
+    expect((await copy(`sqlite:${source}`, postgres, folder)).code).toBe(0)
+    await postgresQuery(postgres, 'ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret, DROP COLUMN previous_secret_until')
+    await postgresQuery(postgres, 'DELETE FROM plantstore_migrations WHERE version = 6')
+    const fromVersion5 = await copy(postgres, `sqlite:${fromPostgres}`, folder)
+
+    expect(run.stdout).toMatch(summaryLine({ subscriptions: 1, plants: 3 }, `sqlite:${source}`, `sqlite:${target}`))
+    expect({ code: fromVersion5.code, stderr: fromVersion5.stderr }).toEqual({ code: 0, stderr: '' })
+    expect(sqliteRows(fromPostgres).subscriptions).toEqual(sqliteRows(target).subscriptions)
+    expect(sqliteRows(target).subscriptions).toEqual([{
+      id: '5b7e0c1e-8f0a-4a4b-9d51-2c8e3f1a7b60',
+      url: 'https://example.com/hooks',
+      events: 'plant.created',
+      secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1u3E4ERhSGs=',
+      created_at: 1_700_000_000_000n,
+      disabled_at: null,
+      disabled_reason: null,
+      delivered: 0n,
+      failed: 0n,
+      last_error: null,
+      last_error_at: null,
+      previous_secret: null,
+      previous_secret_until: null
+    }])
   })
 
   it('refuses a target that holds data, even only the initial-admin token of a first start, and leaves it untouched; --merge adds to it', async () => {
@@ -340,7 +402,7 @@ describe('plantstore copy', () => {
       writeFileSync(empty, '')
       const release1 = join(folder, 'release-1.0.0.db')
       copyFileSync(new URL('../fixtures/release-1.0.0.db', import.meta.url), release1)
-      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (5); run a plantstore release at least as new as the one that last opened it'
+      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (6); run a plantstore release at least as new as the one that last opened it'
 
       expectFailure(await copy(`sqlite:${future}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${future}: ${tooNew}`)
       expectFailure(await copy(`sqlite:${source}`, `sqlite:${future}`, folder), `plantstore: the target sqlite:${future}: ${tooNew}`)

@@ -200,7 +200,10 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
     ['http://[::ffff:127.0.0.1]/', '::ffff:7f00:1'],
     ['http://[::127.0.0.1]/', '::7f00:1'],
     ['http://[64:ff9b::a00:8]/', '64:ff9b::a00:8'],
-    ['http://[2002:7f00:1::]/', '2002:7f00:1::']
+    ['http://[2002:7f00:1::]/', '2002:7f00:1::'],
+    ['http://[::ffff:8.8.8.8]/', '::ffff:808:808'],
+    ['http://[2001::1]/', '2001::1'],
+    ['http://[100::1]/', '100::1']
   ])('refuses %s by default (WEBHOOK_ALLOW_PRIVATE_NETWORKS unset) and stores nothing', async (url, shown) => {
     const app = await openApp(backend, {})
 

@@ -3,7 +3,10 @@ import type { FastifyInstance } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { invalidRequest, webhookNotFound } from '../../errors.js'
 import { DEFAULT_PAGE_SIZE, ref } from '../../schemas/kinds.js'
-import { CreatedWebhookSubscription, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, WebhookIdParams, WebhookSubscriptionList, WebhookSubscriptionStatus } from '../../schemas/webhooks.js'
+import {
+  CreatedWebhookSubscription, DEFAULT_PREVIOUS_SECRET_SECONDS, DeliveryAttemptPage, DeliveryAttemptQuery, NewWebhookSubscription, RotatedWebhookSecret,
+  WebhookIdParams, WebhookSecretRotation, WebhookSubscriptionList, WebhookSubscriptionStatus
+} from '../../schemas/webhooks.js'
 import {
   WEBHOOK_EVENT_TYPES, type DeliveryAttemptRecord, type WebhookStore, type WebhookSubscriptionRecord, type WebhookSubscriptionStatusRecord
 } from '../../store/webhook-store.js'
@@ -114,6 +117,42 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
     return reply.code(204).send()
   })
 
+  routes.post('/:id/rotate-secret', {
+    schema: {
+      operationId: 'rotateWebhookSecret',
+      summary: 'Give a webhook subscription a new signing secret',
+      description: 'Replaces the signing secret (the new one is in the answer, shown only now) and keeps the events not ' +
+        'delivered yet. For `expiresInSeconds` (24 h by default) every delivery carries two signatures in ' +
+        '`webhook-signature`, space-separated: the new secret\'s first, then the previous one\'s, so the receiver can ' +
+        'switch to the new secret whenever it likes within that time. A secret still in use from an earlier rotation ' +
+        'is dropped. The body may be left out.',
+      tags: ['webhooks'],
+      security: ADMIN_SECURITY,
+      params: WebhookIdParams,
+      body: ref(WebhookSecretRotation),
+      response: {
+        200: {
+          ...ref(RotatedWebhookSecret),
+          description: 'The secret is replaced',
+          headers: { 'Cache-Control': { type: 'string', description: 'no-store: the body holds a secret' } }
+        },
+        ...authenticatedOperationErrors,
+        404: errorResponses.webhookNotFound,
+        ...bodyErrors
+      }
+    },
+    // A rotation without a body takes the defaults.
+    preValidation: async (request) => { request.body ??= {} }
+  }, async (request, reply) => {
+    const { id } = request.params
+    const graceMs = (request.body.expiresInSeconds ?? DEFAULT_PREVIOUS_SECRET_SECONDS) * 1000
+    const secret = newSigningSecret()
+    const now = Date.now()
+    if (!await webhooks.rotateSecret(id, secrets.seal(secret, id), graceMs === 0 ? undefined : now + graceMs)) throw webhookNotFound(id)
+    request.log.info({ webhook: { id, previousSecretSeconds: graceMs / 1000 } }, 'webhook signing secret rotated')
+    return reply.header('cache-control', 'no-store').send({ id, secret, previousSecretExpiresAt: new Date(now + graceMs).toISOString() })
+  })
+
   routes.get('/:id/deliveries', {
     schema: {
       operationId: 'listWebhookDeliveries',
@@ -165,7 +204,7 @@ function subscriptionDocument (subscription: WebhookSubscriptionRecord) {
   }
 }
 
-function statusDocument (subscription: WebhookSubscriptionStatusRecord) {
+function statusDocument (subscription: WebhookSubscriptionStatusRecord, now = Date.now()) {
   return {
     ...subscriptionDocument(subscription),
     pending: subscription.pending,
@@ -173,7 +212,10 @@ function statusDocument (subscription: WebhookSubscriptionStatusRecord) {
     failed: subscription.failed,
     ...(subscription.lastError === undefined
       ? {}
-      : { lastError: { at: new Date(subscription.lastError.at).toISOString(), message: subscription.lastError.message } })
+      : { lastError: { at: new Date(subscription.lastError.at).toISOString(), message: subscription.lastError.message } }),
+    ...(subscription.previousSecretUntil === undefined || subscription.previousSecretUntil <= now
+      ? {}
+      : { previousSecretExpiresAt: new Date(subscription.previousSecretUntil).toISOString() })
   }
 }
 

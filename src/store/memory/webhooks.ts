@@ -1,6 +1,7 @@
 import {
-  claimAllowance, deletedPlantBody, newEventId, subscribesTo, takeInTurns, type ClaimedDelivery, type ClaimRequest, type DeliveryAttemptRecord, type NewWebhookSubscriptionRecord,
-  type SettledAttempt, type WebhookEventType, type WebhookStore, type WebhookSubscriptionStatusRecord
+  claimAllowance, deletedPlantBody, newEventId, subscribesTo, takeInTurns, type ClaimedDelivery, type ClaimRequest, type DeliveryAttemptRecord,
+  type NewWebhookSubscriptionRecord, type SettledAttempt, type StoredSecretReplacement, type StoredSecrets, type WebhookEventType,
+  type WebhookStore, type WebhookSubscriptionStatusRecord
 } from '../webhook-store.js'
 import { plantJson, type PlantRecord } from '../plant-store.js'
 
@@ -24,6 +25,8 @@ interface SubscriptionEntry {
   delivered: number
   failed: number
   lastError: { readonly at: number, readonly message: string } | undefined
+  /** The secret a rotation replaced and when it stops being used. */
+  previous: { readonly storedSecret: string, readonly until: number } | undefined
 }
 
 /** The outbox in memory, with the same rules as the SQL adapters' (webhook-store.ts). */
@@ -65,7 +68,7 @@ export class MemoryWebhookStore implements WebhookStore {
   }
 
   async createSubscription (subscription: NewWebhookSubscriptionRecord): Promise<void> {
-    this.subscriptions.set(subscription.id, { subscription, delivered: 0, failed: 0, lastError: undefined })
+    this.subscriptions.set(subscription.id, { subscription, delivered: 0, failed: 0, lastError: undefined, previous: undefined })
   }
 
   async listSubscriptions () {
@@ -85,7 +88,8 @@ export class MemoryWebhookStore implements WebhookStore {
       pending,
       delivered: entry.delivered,
       failed: entry.failed,
-      ...(entry.lastError === undefined ? {} : { lastError: entry.lastError })
+      ...(entry.lastError === undefined ? {} : { lastError: entry.lastError }),
+      ...(entry.previous === undefined ? {} : { previousSecretUntil: entry.previous.until })
     }
   }
 
@@ -114,8 +118,9 @@ export class MemoryWebhookStore implements WebhookStore {
       const plantKey = `${row.subscriptionId} ${row.plantId}`
       if (plantsWithEarlierEvents.has(plantKey)) continue
       plantsWithEarlierEvents.add(plantKey)
-      const subscription = this.subscriptions.get(row.subscriptionId)?.subscription
-      if (subscription === undefined || subscription.disabledAt !== undefined) continue
+      const entry = this.subscriptions.get(row.subscriptionId)
+      const subscription = entry?.subscription
+      if (entry === undefined || subscription === undefined || subscription.disabledAt !== undefined) continue
       if (row.nextAttemptAt > now || row.leaseUntil > now) continue
       candidates.set(row.subscriptionId, [...(candidates.get(row.subscriptionId) ?? []), row])
     }
@@ -123,7 +128,7 @@ export class MemoryWebhookStore implements WebhookStore {
       .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || (a.id < b.id ? -1 : 1))
       .slice(0, claimAllowance(request, subscriptionId)))
     return takeInTurns(oldestDueFirst, limit).sort((a, b) => (a.id < b.id ? -1 : 1)).map((row) => {
-      const subscription = (this.subscriptions.get(row.subscriptionId) as SubscriptionEntry).subscription
+      const { subscription, previous } = this.subscriptions.get(row.subscriptionId) as SubscriptionEntry
       row.leaseUntil = now + leaseMs
       row.leaseOwner = owner
       return {
@@ -131,6 +136,7 @@ export class MemoryWebhookStore implements WebhookStore {
         subscriptionId: row.subscriptionId,
         url: subscription.url,
         storedSecret: subscription.storedSecret,
+        ...(previous === undefined ? {} : { storedPreviousSecret: previous.storedSecret, previousSecretUntil: previous.until }),
         eventId: row.eventId,
         type: row.type,
         plantId: row.plantId,
@@ -204,7 +210,35 @@ export class MemoryWebhookStore implements WebhookStore {
     return oldestRecordedAt === undefined ? { pending } : { pending, oldestRecordedAt }
   }
 
-  async storedSecrets () {
-    return [...this.subscriptions.values()].map(({ subscription }) => ({ id: subscription.id, storedSecret: subscription.storedSecret }))
+  async storedSecrets (): Promise<StoredSecrets[]> {
+    return [...this.subscriptions.values()].map(({ subscription, previous }) => ({
+      id: subscription.id,
+      storedSecret: subscription.storedSecret,
+      ...(previous === undefined ? {} : { storedPreviousSecret: previous.storedSecret, previousSecretUntil: previous.until })
+    }))
+  }
+
+  async rotateSecret (id: string, storedSecret: string, previousSecretUntil: number | undefined): Promise<boolean> {
+    const entry = this.subscriptions.get(id)
+    if (entry === undefined) return false
+    entry.previous = previousSecretUntil === undefined ? undefined : { storedSecret: entry.subscription.storedSecret, until: previousSecretUntil }
+    entry.subscription = { ...entry.subscription, storedSecret }
+    return true
+  }
+
+  async replaceStoredSecrets (replacements: readonly StoredSecretReplacement[]): Promise<number> {
+    let replaced = 0
+    for (const { id, column, from, to } of replacements) {
+      const entry = this.subscriptions.get(id)
+      if (entry === undefined) continue
+      if (column === 'secret' && to !== null && entry.subscription.storedSecret === from) {
+        entry.subscription = { ...entry.subscription, storedSecret: to }
+        replaced++
+      } else if (column === 'previousSecret' && entry.previous?.storedSecret === from) {
+        entry.previous = to === null ? undefined : { ...entry.previous, storedSecret: to }
+        replaced++
+      }
+    }
+    return replaced
   }
 }

@@ -4,7 +4,7 @@ import { BIGINT_AS_BIGINT } from './connection.js'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { StoreUnavailableError } from '../plant-store.js'
 import { assertCopiableSchema, type StoreSnapshot } from '../store-copy.js'
-import type { Cell, ColumnType, StoreRow, StoreTable } from '../store-rows.js'
+import { selectedColumn, type Cell, type ColumnType, type StoreRow, type StoreTable } from '../store-rows.js'
 
 export interface PostgresCopyOptions {
   readonly connectTimeoutMs: number
@@ -26,10 +26,12 @@ export const SCALAR_TYPES: Record<ColumnType, string> = { int64: 'bigint', int32
  */
 export async function openPostgresSnapshot (url: string, options: PostgresCopyOptions): Promise<StoreSnapshot> {
   const client = await connectedClient(url, options)
+  let schemaVersion = 0
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
     const tables = await existingTables(client)
-    assertCopiableSchema(tables.has('plantstore_migrations') ? await storedSchemaVersion(client) : 0, KNOWN_VERSION)
+    schemaVersion = tables.has('plantstore_migrations') ? await storedSchemaVersion(client) : 0
+    assertCopiableSchema(schemaVersion, KNOWN_VERSION)
   } catch (error) {
     await client.end().catch(() => {})
     throw asUnavailable(error)
@@ -37,8 +39,8 @@ export async function openPostgresSnapshot (url: string, options: PostgresCopyOp
   return {
     async page (table, after, limit) {
       const { rows } = await query<unknown[]>(client, after === undefined
-        ? { text: `SELECT ${selectList(table)} FROM ${table.name} ORDER BY id LIMIT $1`, values: [limit], rowMode: 'array' }
-        : { text: `SELECT ${selectList(table)} FROM ${table.name} WHERE id > $1 ORDER BY id LIMIT $2`, values: [encodeCell(after), limit], rowMode: 'array' })
+        ? { text: `SELECT ${selectList(table, schemaVersion)} FROM ${table.name} ORDER BY id LIMIT $1`, values: [limit], rowMode: 'array' }
+        : { text: `SELECT ${selectList(table, schemaVersion)} FROM ${table.name} WHERE id > $1 ORDER BY id LIMIT $2`, values: [encodeCell(after), limit], rowMode: 'array' })
       return rows.map((row) => decodeRow(table, row))
     },
     async count (table) {
@@ -115,9 +117,13 @@ export function columnList (columns: StoreTable['columns']): string {
   return columns.map((column) => column.name).join(', ')
 }
 
-/** The columns' names for a SELECT; times leave PostgreSQL as microseconds since the epoch, exactly. */
-export function selectList (table: StoreTable): string {
-  return table.columns.map((column) => column.type === 'time' ? `(extract(epoch FROM ${column.name}) * 1000000)::bigint` : column.name).join(', ')
+/**
+ * The columns' names for a SELECT; times leave PostgreSQL as microseconds since the epoch, exactly. A
+ * store of an older schema (`schemaVersion`) is read with NULL for the columns it lacks.
+ */
+export function selectList (table: StoreTable, schemaVersion = KNOWN_VERSION): string {
+  return table.columns.map((column) => selectedColumn(column, schemaVersion,
+    column.type === 'time' ? `(extract(epoch FROM ${column.name}) * 1000000)::bigint` : column.name)).join(', ')
 }
 
 /** SQL of the TIMESTAMPTZ `micros` microseconds after the epoch, exactly. */

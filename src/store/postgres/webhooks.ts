@@ -1,8 +1,8 @@
 import type pg from 'pg'
 import {
-  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, claimShare, OUTBOX_COLUMNS, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
-  subscriptionStatusOfRow, type AttemptRow, type OutboxRow, type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow,
-  type WebhookStore
+  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, claimShare, OUTBOX_COLUMNS, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
+  SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type ClaimedSubscriptionRow, type OutboxRow,
+  type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
 } from '../webhook-store.js'
 import type { PostgresConnection } from './connection.js'
 
@@ -31,7 +31,7 @@ const CLAIM_OUTBOX = {
          UPDATE webhook_outbox o SET lease_until = $3, lease_owner = $4
          FROM taken, webhook_subscriptions s
          WHERE o.id = taken.id AND s.id = o.subscription_id
-         RETURNING ${OUTBOX_COLUMNS.split(', ').map((column) => `o.${column}`).join(', ')}, s.url, s.secret`
+         RETURNING ${OUTBOX_COLUMNS.split(', ').map((column) => `o.${column}`).join(', ')}, s.url, s.secret, s.previous_secret, s.previous_secret_until`
 }
 const RECORD_ATTEMPTS = {
   name: 'plantstore-record-attempts',
@@ -89,7 +89,7 @@ export function postgresWebhookStore (connection: PostgresConnection): WebhookSt
       const { owner, now, leaseMs, limit } = request
       const lower = [...request.subscriptionLimits ?? []]
       const values = [now, limit, now + leaseMs, owner, claimShare(request), lower.map(([id]) => id), lower.map(([, n]) => Math.max(0, n))]
-      const { rows } = await connection.query<OutboxRow & { url: string, secret: string }>({ ...CLAIM_OUTBOX, values })
+      const { rows } = await connection.query<OutboxRow & ClaimedSubscriptionRow>({ ...CLAIM_OUTBOX, values })
       return claimedDeliveries(rows, new Map(rows.map((row) => [row.subscription_id, row])))
     },
     async settle (owner, attempts) {
@@ -124,8 +124,33 @@ export function postgresWebhookStore (connection: PostgresConnection): WebhookSt
       return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
     },
     async storedSecrets () {
-      const { rows } = await connection.query<{ id: string, secret: string }>({ text: 'SELECT id, secret FROM webhook_subscriptions' })
-      return rows.map((row) => ({ id: row.id, storedSecret: row.secret }))
+      const { rows } = await connection.query<{ id: string } & Omit<ClaimedSubscriptionRow, 'url'>>({
+        text: 'SELECT id, secret, previous_secret, previous_secret_until FROM webhook_subscriptions ORDER BY id'
+      })
+      return rows.map(storedSecretsOfRow)
+    },
+    async rotateSecret (id, storedSecret, previousSecretUntil) {
+      // The right-hand sides read the row as it was: the secret replaced becomes the previous one.
+      const { rowCount } = await connection.query({
+        text: `UPDATE webhook_subscriptions SET secret = $2,
+                 previous_secret = CASE WHEN $3::bigint IS NULL THEN NULL ELSE secret END, previous_secret_until = $3::bigint
+               WHERE id = $1`,
+        values: [id, storedSecret, previousSecretUntil ?? null]
+      })
+      return rowCount === 1
+    },
+    replaceStoredSecrets (replacements) {
+      return connection.transaction(async (client) => {
+        let replaced = 0
+        for (const { id, column, from, to } of replacements) {
+          const { rowCount } = await client.query(column === 'secret'
+            ? 'UPDATE webhook_subscriptions SET secret = $3 WHERE id = $1 AND secret = $2'
+            : 'UPDATE webhook_subscriptions SET previous_secret = $3, previous_secret_until = CASE WHEN $3::text IS NULL THEN NULL ELSE previous_secret_until END WHERE id = $1 AND previous_secret = $2',
+          [id, from, to])
+          replaced += rowCount ?? 0
+        }
+        return replaced
+      })
     }
   }
 }

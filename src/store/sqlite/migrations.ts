@@ -124,5 +124,15 @@ export const sqliteMigrations: readonly Migration[] = [
         tally       TEXT NOT NULL
       ) STRICT;
     `
+  },
+  {
+    version: 6,
+    name: 'the previous signing secret of a webhook subscription, for the grace period of a rotation',
+    // `POST /admin/webhooks/{id}/rotate-secret` keeps the secret it replaces here (sealed as the secret is)
+    // until previous_secret_until (milliseconds since the epoch): until then deliveries carry both signatures.
+    sql: `
+      ALTER TABLE webhook_subscriptions ADD COLUMN previous_secret TEXT;
+      ALTER TABLE webhook_subscriptions ADD COLUMN previous_secret_until INTEGER;
+    `
   }
 ]

@@ -2,7 +2,7 @@ import Database, { type SqliteDatabase, type Statement } from './driver.js'
 import { sqliteMigrations } from './migrations.js'
 import { latestVersion } from '../migration.js'
 import { assertCopiableSchema, type StoreSnapshot } from '../store-copy.js'
-import type { Cell, StoreRow, StoreTable } from '../store-rows.js'
+import { selectedColumn, type Cell, type StoreRow, type StoreTable } from '../store-rows.js'
 
 /** A copy waits this long for another connection's lock (a backup, a checkpoint) before it gives up. */
 export const BUSY_TIMEOUT_MS = 5000
@@ -15,12 +15,14 @@ export const KNOWN_VERSION = latestVersion(sqliteMigrations)
  */
 export function openSqliteSnapshot (file: string): StoreSnapshot {
   const db = new Database(file, { readonly: true, fileMustExist: true })
+  let schemaVersion = 0
   try {
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
     db.defaultSafeIntegers(true)
     db.exec('BEGIN')
     // The first read starts the snapshot every later read of this transaction sees.
-    assertCopiableSchema(Number(db.pragma('user_version', { simple: true })), KNOWN_VERSION)
+    schemaVersion = Number(db.pragma('user_version', { simple: true }))
+    assertCopiableSchema(schemaVersion, KNOWN_VERSION)
   } catch (error) {
     db.close()
     throw error
@@ -28,7 +30,7 @@ export function openSqliteSnapshot (file: string): StoreSnapshot {
   const statements = new StatementCache(db)
   return {
     async page (table, after, limit) {
-      const columns = columnList(table)
+      const columns = table.columns.map((column) => selectedColumn(column, schemaVersion)).join(', ')
       const rows = after === undefined
         ? statements.get(`${table.name} first`, `SELECT ${columns} FROM ${table.name} ORDER BY id LIMIT ?`).all(limit)
         : statements.get(`${table.name} after`, `SELECT ${columns} FROM ${table.name} WHERE id > ? ORDER BY id LIMIT ?`).all(after, limit)

@@ -3,8 +3,9 @@ import { asUnavailable, unlessTransient } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
 import type { WebhookArguments, WebhookCommand, WebhookResults } from './writer-protocol.js'
 import {
-  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, SUBSCRIPTION_COLUMNS, SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow,
-  subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
+  ATTEMPT_COLUMNS, attemptPageOf, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
+  SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type ClaimedSubscriptionRow,
+  type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
 } from '../webhook-store.js'
 
 /**
@@ -21,7 +22,7 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
     `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? ORDER BY id DESC LIMIT ?`)
   const attemptsAfter = db.prepare<[string, bigint, number], AttemptRow>(
     `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts WHERE subscription_id = ? AND id < ? ORDER BY id DESC LIMIT ?`)
-  const secrets = db.prepare<[], { id: string, url: string, secret: string }>('SELECT id, url, secret FROM webhook_subscriptions')
+  const secrets = db.prepare<[], { id: string } & ClaimedSubscriptionRow>(`SELECT id, ${CLAIMED_SUBSCRIPTION_COLUMNS} FROM webhook_subscriptions ORDER BY id`)
   const backlog = db.prepare<[], { pending: number, oldest: number | bigint | null }>(
     'SELECT count(*) AS pending, min(created_at) AS oldest FROM webhook_outbox WHERE failed_at IS NULL')
   // Spares the writer thread a transaction when nothing is due, which is most of the dispatcher's polls.
@@ -82,7 +83,13 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
       return oldest === null ? { pending: Number(pending) } : { pending: Number(pending), oldestRecordedAt: Number(oldest) }
     },
     async storedSecrets () {
-      return unlessTransient(() => secrets.all()).map((row) => ({ id: row.id, storedSecret: row.secret }))
+      return unlessTransient(() => secrets.all()).map(storedSecretsOfRow)
+    },
+    async rotateSecret (id, storedSecret, previousSecretUntil) {
+      return await command('rotateSecret', { id, storedSecret, previousSecretUntil })
+    },
+    async replaceStoredSecrets (replacements) {
+      return replacements.length === 0 ? 0 : await command('replaceStoredSecrets', replacements)
     }
   }
 }

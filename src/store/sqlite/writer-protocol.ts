@@ -4,7 +4,7 @@
  */
 import type { PlantRow } from '../plant-store.js'
 import type { ChangeOutcome, WriteOperation } from '../write-operations.js'
-import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscriptionRecord, OutboxRow, SettledAttempt } from '../webhook-store.js'
+import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscriptionRecord, OutboxRow, SettledAttempt, StoredSecretReplacement } from '../webhook-store.js'
 
 /** What the writer thread is started with: its `workerData`. */
 export interface WriterThreadData {
@@ -42,6 +42,8 @@ export interface WebhookArguments {
   settle: Settlement
   /** Attempts recorded before this time are deleted. */
   pruneAttempts: number
+  rotateSecret: { readonly id: string, readonly storedSecret: string, readonly previousSecretUntil: number | undefined }
+  replaceStoredSecrets: readonly StoredSecretReplacement[]
 }
 
 export interface WebhookResults {
@@ -52,6 +54,10 @@ export interface WebhookResults {
   settle: void
   /** How many attempts were deleted. */
   pruneAttempts: number
+  /** Whether there was such a subscription. */
+  rotateSecret: boolean
+  /** How many secrets were replaced. */
+  replaceStoredSecrets: number
 }
 
 export type WebhookCommand = keyof WebhookArguments

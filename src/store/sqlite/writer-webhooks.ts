@@ -1,5 +1,5 @@
 import type { SqliteDatabase } from './driver.js'
-import type { SettledAttemptRecord, Settlement, WebhookCommands } from './writer-protocol.js'
+import type { SettledAttemptRecord, Settlement, WebhookArguments, WebhookCommands } from './writer-protocol.js'
 import { claimAllowance, OUTBOX_COLUMNS, takeInTurns, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
 
 const PRUNE_CHUNK = 1000
@@ -78,6 +78,16 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
     'UPDATE webhook_subscriptions SET disabled_at = ?, disabled_reason = ? WHERE id = ? AND disabled_at IS NULL')
   const insertAttempt = db.prepare<[string, string, string, number, number | null, string | null, number]>(
     'INSERT INTO webhook_attempts (subscription_id, event_id, event_type, attempt, status_code, error, at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+  // The right-hand sides read the row as it was: the secret replaced becomes the previous one.
+  const rotateSecret = db.prepare<{ id: string, secret: string, until: number | null }>(`
+    UPDATE webhook_subscriptions SET secret = :secret,
+      previous_secret = CASE WHEN :until IS NULL THEN NULL ELSE secret END, previous_secret_until = :until
+    WHERE id = :id`)
+  const replaceSecret = db.prepare<[string | null, string, string]>('UPDATE webhook_subscriptions SET secret = ? WHERE id = ? AND secret = ?')
+  const replacePreviousSecret = db.prepare<{ to: string | null, id: string, from: string }>(`
+    UPDATE webhook_subscriptions SET previous_secret = :to,
+      previous_secret_until = CASE WHEN :to IS NULL THEN NULL ELSE previous_secret_until END
+    WHERE id = :id AND previous_secret = :from`)
   const pruneAttempts = db.prepare<[number]>(
     `DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts ORDER BY id LIMIT ${PRUNE_CHUNK}) AND at < ?`)
 
@@ -125,6 +135,15 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
       deleteOutbox.run(id)
       deleteAttempts.run(id)
       return deleteSubscription.run(id).changes === 1
+    }),
+    rotateSecret: db.transaction(({ id, storedSecret, previousSecretUntil }: WebhookArguments['rotateSecret']) =>
+      rotateSecret.run({ id, secret: storedSecret, until: previousSecretUntil ?? null }).changes === 1),
+    replaceStoredSecrets: db.transaction((replacements: WebhookArguments['replaceStoredSecrets']) => {
+      let replaced = 0
+      for (const { id, column, from, to } of replacements) {
+        replaced += column === 'secret' ? replaceSecret.run(to, id, from).changes : replacePreviousSecret.run({ to, id, from }).changes
+      }
+      return replaced
     }),
     claim: (request: ClaimRequest) => relaxed(() => claim.immediate(request)),
     settle: (settlement) => relaxed(() => settle.immediate(settlement)),

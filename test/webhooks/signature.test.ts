@@ -1,0 +1,41 @@
+import { createHmac, randomBytes } from 'node:crypto'
+import { Webhook } from 'standardwebhooks'
+import { describe, expect, it } from 'vitest'
+import { newSigningSecret, SecretBox, signingKeyOf } from '../../src/webhooks/secrets.js'
+import { signatureHeader, type SignedDelivery } from '../../src/webhooks/signature.js'
+
+const AT = Date.UTC(2026, 10, 26, 10, 0, 0, 500)
+const ID = '5b7e0c1e-8f0a-4a4b-9d51-2c8e3f1a7b60'
+
+/** The signature the specification defines, computed here independently of the service's code. */
+function expected (secret: string, eventId: string, at: number, body: string): string {
+  return 'v1,' + createHmac('sha256', signingKeyOf(secret)).update(`${eventId}.${Math.floor(at / 1000)}.${body}`).digest('base64')
+}
+
+describe('the webhook-signature header of an attempt', () => {
+  const box = new SecretBox(randomBytes(32))
+  const current = newSigningSecret()
+  const previous = newSigningSecret()
+  const delivery: SignedDelivery = { subscriptionId: ID, eventId: 'msg_1', body: '{"id":1,"name":"Fern"}', storedSecret: box.seal(current, ID) }
+
+  it('is one signature under the secret when no rotation is in its grace period', () => {
+    expect(signatureHeader(delivery, AT, box)).toBe(expected(current, 'msg_1', AT, delivery.body))
+  })
+
+  it('carries the previous secret\'s signature after the new one, space-separated, until the grace period ends, and not from then on', () => {
+    const rotated = { ...delivery, storedPreviousSecret: box.seal(previous, ID), previousSecretUntil: AT + 1 }
+
+    expect(signatureHeader(rotated, AT, box)).toBe(`${expected(current, 'msg_1', AT, delivery.body)} ${expected(previous, 'msg_1', AT, delivery.body)}`)
+    expect(signatureHeader(rotated, AT + 1, box)).toBe(expected(current, 'msg_1', AT + 1, delivery.body))
+  })
+
+  it('verifies with the standardwebhooks library under either secret', () => {
+    const at = Date.now()
+    const rotated = { ...delivery, storedPreviousSecret: box.seal(previous, ID), previousSecretUntil: at + 60_000 }
+    const headers = { 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(at / 1000)), 'webhook-signature': signatureHeader(rotated, at, box) }
+
+    expect(new Webhook(current).verify(delivery.body, headers)).toEqual({ id: 1, name: 'Fern' })
+    expect(new Webhook(previous).verify(delivery.body, headers)).toEqual({ id: 1, name: 'Fern' })
+    expect(() => new Webhook(newSigningSecret()).verify(delivery.body, headers)).toThrow('No matching signature found')
+  })
+})
