@@ -4,7 +4,6 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { Scope } from '../store/scopes.js'
-import type { AccessTokenRegistry } from '../auth/token-registry.js'
 import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
 import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
 import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, StoredPlant, StoredPlantPage } from '../schemas/plants.js'
@@ -17,7 +16,6 @@ import { authenticatedOperationErrors, bodyErrors, errorResponses } from './resp
 
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
-  readonly accessTokens: AccessTokenRegistry
   readonly rateLimitPerMinute: number
 }
 
@@ -55,8 +53,8 @@ const IF_MATCH = {
  * checked against.
  */
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
-  const { store, accessTokens } = options
-  await app.register(bearerAuth, { tokens: accessTokens, requiredScope: plantsScopeOf })
+  const { store } = options
+  await app.register(bearerAuth, { requiredScope: plantsScopeOf })
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
