@@ -12,7 +12,7 @@ import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
-import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
+import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
@@ -164,6 +164,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         200: { ...ref(StoredPlant), description: 'The plant', headers: ETAG },
         304: { type: 'null', description: 'The plant still has an ETag the If-None-Match names', headers: ETAG },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses[404],
         412: errorResponses[412]
       }
@@ -202,6 +203,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         200: { ...ref(StoredPlant), description: 'The plant was replaced', headers: ETAG },
         201: { ...ref(StoredPlant), description: 'The plant was created', headers: { ...LOCATION, ...ETAG } },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         ...bodyErrors,
         412: errorResponses[412]
       }
@@ -233,6 +235,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         response: {
           200: { ...ref(StoredPlant), description: 'The plant as it is after the patch', headers: ETAG },
           ...authenticatedOperationErrors,
+          ...pathParameterErrors,
           ...bodyErrors,
           404: errorResponses[404],
           412: errorResponses[412]
@@ -265,6 +268,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       response: {
         204: { type: 'null', description: 'The plant was deleted' },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         ...bodyErrors,
         404: errorResponses[404],
         412: errorResponses[412]
