@@ -85,7 +85,8 @@ export function frameworkError (error: FastifyError, request: FastifyRequest, re
  * line, oversized headers, a request that took too long). Answers on the raw socket, then closes it.
  */
 export function clientError (error: Error & { code?: string }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  // (Ended: this connection's refusal is already written; the parser reports each later chunk again.)
+  if (error.code === 'ECONNRESET' || socket.destroyed || socket.writableEnded) return
   const envelope = error.code === 'HPE_HEADER_OVERFLOW'
     ? headersTooLarge()
     : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? requestTimeout() : malformedHttp()
