@@ -14,6 +14,9 @@
  *                                                  (PLANTSTORE_TOKENS) and a store token (made through
  *                                                  POST /admin/tokens), POST and GET by id with each:
  *                                                  ratios store token ÷ environment token
+ *                                        auth-failure-limit  two SQLite services, AUTH_FAILURE_LIMIT_PER_MINUTE
+ *                                                  0 (off) and the default (100): GET by id with a
+ *                                                  valid token, ratios default ÷ off
  *                                        updates   one SQLite service: PUT and PATCH of stored plants
  *                                                  ÷ POST of new ones, and a page of one tag ÷ a page
  *                                                  of all plants (both 100 plants)
@@ -62,6 +65,7 @@ import { join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Row } from './figures.js'
 import { Harness, type Part } from './harness.js'
+import { authFailureLimitPart } from './parts/auth-failure-limit.js'
 import { backendsPart } from './parts/backends.js'
 import { dataPart } from './parts/data.js'
 import { observabilityPart } from './parts/observability.js'
@@ -73,7 +77,7 @@ import { webhooksPart } from './parts/webhooks.js'
 import { writeResults } from './report.js'
 
 /** Every part of a full run, in the order they run and their rows are written. */
-const PARTS: readonly Part[] = [backendsPart, tokensPart, updatesPart, webhooksPart, observabilityPart]
+const PARTS: readonly Part[] = [backendsPart, tokensPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
 const ON_REQUEST: readonly Part[] = [dataPart, poolingPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)

@@ -1,5 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
+import { bearerAuthentication } from './auth/bearer.js'
+import { FailedAuthenticationLimit } from './auth/failed-authentication-limit.js'
 import type { AccessTokenRegistry } from './auth/token-registry.js'
 import { DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './config.js'
 import { shuttingDown } from './errors.js'
@@ -10,10 +12,12 @@ import { clientError, errorEnvelope, frameworkError } from './http/error-envelop
 import { healthRoutes } from './http/health.js'
 import { jsonBody } from './http/json-body.js'
 import { loadShedding } from './http/load-shedding.js'
+import { lingeringClose } from './http/lingering-close.js'
 import { knownRoutes } from './http/method-not-allowed.js'
 import { bufferedStandardOutput, CompletedRequestLog, lazyRequestLogger, logRedaction } from './http/request-log.js'
 import { parseQueryString } from './http/query-string.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
+import { requestTargets, ROUTER_MAX_PARAM_LENGTH, routableUrl } from './http/request-targets.js'
 import { pipelinedWrites } from './http/pipelined-writes.js'
 import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
@@ -40,7 +44,7 @@ export interface ServerTimeouts {
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'rateLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
+  Partial<Pick<Config, 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
     readonly timeouts?: ServerTimeouts
     /** DEFAULT_WEBHOOK_CONFIG when absent; `pollMs` is how often an idle dispatcher looks for due events. */
     readonly webhooks?: WebhookConfig & { readonly pollMs?: number }
@@ -107,7 +111,10 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     requestTimeout: timeouts.requestMs,
     // Checked every second, so the timeouts hold to within a second (Node's default interval is 30 s).
     http: { requireHostHeader: false, connectionsCheckingInterval: 1000 },
-    routerOptions: { querystringParser: parseQueryString }
+    // Every path reaches its route or scope, so authentication comes first; request-targets.ts then
+    // refuses an undecodable path (400) or an overlong segment (414).
+    rewriteUrl: routableUrl,
+    routerOptions: { querystringParser: parseQueryString, maxParamLength: ROUTER_MAX_PARAM_LENGTH }
   })
   app.server.headersTimeout = timeouts.headersMs
   // "Server listening at …" is what launchers and tests wait for: it must not sit in the buffer.
@@ -126,11 +133,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   const corsOrigins = config.corsOrigins ?? []
   if (corsOrigins === '*' || corsOrigins.length > 0) await app.register(cors, { origins: corsOrigins })
   app.decorate('metrics', metrics ?? null)
+  // Early: on a connection whose last answer is written, nothing more is served.
+  await app.register(lingeringClose)
   await app.register(knownRoutes)
   if (metrics !== undefined) await app.register(httpMetrics, { metrics })
   await app.register(requestIdHeader)
   await app.register(pipelinedWrites)
   await app.register(errorEnvelope)
+  await app.register(requestTargets)
   await app.register(jsonBody)
   await app.register(validation)
   await app.register(openApiDocument, { version: SERVICE_VERSION })
@@ -170,10 +180,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     metrics
   })
 
+  await app.register(bearerAuthentication, {
+    tokens: accessTokens,
+    failureLimit: new FailedAuthenticationLimit(config.authFailureLimitPerMinute ?? 0)
+  })
   await app.register(turnBatchedHandlers)
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
-  await app.register(plantsRoutes, { prefix: '/plants', store, accessTokens, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
+  await app.register(plantsRoutes, { prefix: '/plants', store, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
   await app.register(adminRoutes, {
     prefix: '/admin',
     accessTokens,

@@ -31,6 +31,8 @@ export interface Config {
   readonly bodyLimit: number
   /** Requests per minute per token on /plants; 0 turns per-token rate limiting off. */
   readonly rateLimitPerMinute: number
+  /** Failed authentications (401s) per minute from one client address before it gets 429s; 0 turns this off. */
+  readonly authFailureLimitPerMinute: number
   /** Event-loop delay above which requests are shed with 503; 0 turns load shedding off. */
   readonly maxEventLoopDelayMs: number
   /** Requests answered at once above which new ones are shed with 503; 0 turns this limit off. */
@@ -141,6 +143,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     logLevel: read(() => logLevelVariable(env), 'info'),
     bodyLimit: read(() => integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024), 0),
     rateLimitPerMinute: read(() => integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000), 0),
+    authFailureLimitPerMinute: read(() => integerVariable(env, 'AUTH_FAILURE_LIMIT_PER_MINUTE', 100, 0, 10_000_000), 0),
     maxEventLoopDelayMs: read(() => integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000), 0),
     maxInFlightRequests: read(() => integerVariable(env, 'SHED_IN_FLIGHT_REQUESTS', 512, 0, 1_000_000), 0),
     prettyLogs: stdoutIsTty,

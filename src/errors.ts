@@ -33,6 +33,9 @@ export const malformedUrl = () =>
 export const missingHost = () =>
   new PlantstoreError(400, 'HTTP/1.1 requests need a Host header')
 
+export const duplicateHost = () =>
+  new PlantstoreError(400, 'the request has more than one Host header')
+
 export const malformedHttp = () =>
   new PlantstoreError(400, 'the HTTP request is malformed')
 
@@ -124,6 +127,10 @@ export const unsupportedMediaType = (detail: string) =>
 
 export const tooManyRequests = (retryAfterSeconds: number) =>
   new PlantstoreError(429, `too many requests for this token, retry in ${retryAfterSeconds} s`,
+    { 'retry-after': String(retryAfterSeconds) })
+
+export const tooManyFailedAuthentications = (retryAfterSeconds: number) =>
+  new PlantstoreError(429, `too many failed authentications from this address, retry in ${retryAfterSeconds} s`,
     { 'retry-after': String(retryAfterSeconds) })
 
 // 431 -------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 import bearerAuthPlugin from '@fastify/bearer-auth'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { insufficientScope, invalidToken, missingCredentials } from '../errors.js'
+import { insufficientScope, invalidToken, missingCredentials, tooManyFailedAuthentications, type PlantstoreError } from '../errors.js'
+import { targetRefusal } from '../http/request-targets.js'
+import type { FailedAuthenticationLimit } from './failed-authentication-limit.js'
 import { grants } from './scope-sets.js'
 import type { Scope } from '../store/scopes.js'
 import type { AccessTokenRegistry, TokenIdentity } from './token-registry.js'
@@ -14,16 +16,29 @@ declare module 'fastify' {
   }
 }
 
-export interface BearerAuthOptions {
+export interface BearerAuthenticationOptions {
   readonly tokens: Pick<AccessTokenRegistry, 'identify'>
-  /** The scope a request with this method needs in this scope; undefined for "any valid token". */
-  readonly requiredScope: (method: string) => Scope | undefined
+  /** Counts each address's 401s and refuses it for a while after too many. */
+  readonly failureLimit: FailedAuthenticationLimit
+}
+
+/** Answers with the error to send, or with nothing when the request may go on. */
+export type AuthenticationDone = (error?: PlantstoreError) => void
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Decides whether a request may go on: first whether its address has failed too often (429, before
+     * its credentials are even looked at, so a limited address learns nothing about its tokens), then
+     * its Bearer token (401, counted against the address), then `scope` (403; undefined: any valid
+     * token), then its target (400 for a path that cannot be decoded, 414 for an overlong segment).
+     */
+    authenticate: (request: FastifyRequest, reply: FastifyReply, scope: Scope | undefined, done: AuthenticationDone) => void
+  }
 }
 
 /**
- * Guards every route of the scope that registers it (it is not encapsulated) with a Bearer token and
- * the scope the method needs, in `onRequest`, so a request without them is refused before its body is
- * read, parsed or validated, and before anything else in the scope (rate limit, 404, 405) answers.
+ * Decorates the app with `authenticate`, shared by every guarded scope.
  *
  * @fastify/bearer-auth parses the header (scheme case-insensitively in its `rfc6749` mode, token
  * trimmed) and calls `auth`; it reports a foreign scheme and a bad token with the same error, so
@@ -31,8 +46,8 @@ export interface BearerAuthOptions {
  * all", `error="invalid_token"` for a Bearer credential that is missing, malformed, unknown, expired
  * or revoked, and `error="insufficient_scope"` (403) for a valid token without the scope.
  */
-export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, options: BearerAuthOptions) {
-  const { tokens, requiredScope } = options
+export const bearerAuthentication = fp(async function bearerAuthentication (app: FastifyInstance, options: BearerAuthenticationOptions) {
+  const { tokens, failureLimit } = options
   await app.register(bearerAuthPlugin, {
     keys: [],
     addHook: false,
@@ -49,21 +64,52 @@ export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, op
   const verifyBearerAuth = app.verifyBearerAuth
   if (verifyBearerAuth === undefined) throw new Error('@fastify/bearer-auth did not decorate verifyBearerAuth')
 
-  app.addHook('onRequest', (request, reply, done) => {
+  function refuse (request: FastifyRequest, error: PlantstoreError, done: AuthenticationDone): void {
+    failureLimit.recordFailure(request.ip)
+    done(error)
+  }
+
+  app.decorate('authenticate', function authenticate (request: FastifyRequest, reply: FastifyReply, scope: Scope | undefined, done: AuthenticationDone) {
+    const retryAfter = failureLimit.retryAfterSeconds(request.ip)
+    if (retryAfter !== undefined) {
+      done(tooManyFailedAuthentications(retryAfter))
+      return
+    }
     if (!presentsBearerScheme(request)) {
-      done(missingCredentials())
+      refuse(request, missingCredentials(), done)
       return
     }
     verifyBearerAuth(request, reply, (error?: Error) => {
       if (error !== undefined || request.accessToken === null) {
-        done(invalidToken())
+        refuse(request, invalidToken(), done)
         return
       }
-      const scope = requiredScope(request.method)
-      done(scope === undefined || grants(request.accessToken.scopes, scope) ? undefined : insufficientScope(scope))
+      if (scope !== undefined && !grants(request.accessToken.scopes, scope)) {
+        done(insufficientScope(scope))
+        return
+      }
+      done(targetRefusal(request))
     })
   })
-}, { name: 'bearer-auth-guard' })
+}, { name: 'bearer-authentication' })
+
+export interface BearerAuthOptions {
+  /** The scope a request with this method needs in this scope; undefined for "any valid token". */
+  readonly requiredScope: (method: string) => Scope | undefined
+}
+
+/**
+ * Guards every route of the scope that registers it (it is not encapsulated) with `authenticate`, in
+ * `onRequest`, so a request without a valid token and the scope its method needs is refused before
+ * its body is read, parsed or validated, and before anything else in the scope (rate limit, 404, 405)
+ * answers.
+ */
+export const bearerAuth = fp(async function bearerAuth (app: FastifyInstance, options: BearerAuthOptions) {
+  const { requiredScope } = options
+  app.addHook('onRequest', (request, reply, done) => {
+    app.authenticate(request, reply, requiredScope(request.method), (error) => { done(error) })
+  })
+}, { name: 'bearer-auth-guard', dependencies: ['bearer-authentication'] })
 
 function presentsBearerScheme (request: FastifyRequest): boolean {
   const header = request.headers.authorization

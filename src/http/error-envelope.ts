@@ -3,11 +3,12 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import {
-  bodyTooLarge, headersTooLarge, internalError, malformedHttp, malformedUrl, missingHost, PlantstoreError, requestTimeout,
+  bodyTooLarge, duplicateHost, headersTooLarge, internalError, malformedHttp, malformedUrl, missingHost, PlantstoreError, requestTimeout,
   storeUnavailable, unsupportedMediaType, uriTooLong
 } from '../errors.js'
 import { StoreUnavailableError } from '../store/plant-store.js'
 import { JSON_MEDIA_TYPE } from './json-body.js'
+import { closeAfterEarlyAnswer, closeAfterRefusal } from './lingering-close.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { newRequestId, REQUEST_ID_HEADER } from './request-id.js'
 import { sendError } from './send-error.js'
@@ -31,9 +32,14 @@ export const errorEnvelope = fp(async function errorEnvelope (app: FastifyInstan
 
   // Node lets HTTP/1.1 requests without Host through only because `requireHostHeader` is off, so that
   // this answer, not Node's bare 400, is what the client gets.
+  // Node keeps the first of several Host headers; RFC 9112 §3.2 asks for a 400.
   app.addHook('onRequest', (request, reply, done) => {
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       sendError(reply, missingHost())
+      return
+    }
+    if (hasSeveralHostHeaders(request.raw.rawHeaders)) {
+      sendError(reply, duplicateHost())
       return
     }
     done()
@@ -54,11 +60,23 @@ function toPlantstoreError (error: FastifyError, request: FastifyRequest): Plant
   return internalError(request.id)
 }
 
+function hasSeveralHostHeaders (rawHeaders: readonly string[]): boolean {
+  let hosts = 0
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    const name = rawHeaders[index] as string
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++hosts > 1) return true
+  }
+  return false
+}
+
 /**
- * Fastify's `frameworkErrors`: the router refused the URL (it cannot be decoded, or a path segment is
- * too long). No hook has run yet, so this is the only place that can answer it.
+ * Fastify's `frameworkErrors`: the router refused the URL. Paths it cannot decode are made routable
+ * first (request-targets.ts), so that authentication comes first, and no segment is too long for it,
+ * so what is left is a target that is not a path at all (`*`, a malformed absolute URL). No hook has
+ * run, so this is the only place that can answer it.
  */
-export function frameworkError (error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+export function frameworkError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  closeAfterEarlyAnswer(request.raw, reply.raw)
   sendError(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? uriTooLong() : malformedUrl())
 }
 
@@ -67,7 +85,8 @@ export function frameworkError (error: FastifyError, _request: FastifyRequest, r
  * line, oversized headers, a request that took too long). Answers on the raw socket, then closes it.
  */
 export function clientError (error: Error & { code?: string }, socket: Socket): void {
-  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  // (Ended: this connection's refusal is already written; the parser reports each later chunk again.)
+  if (error.code === 'ECONNRESET' || socket.destroyed || socket.writableEnded) return
   const envelope = error.code === 'HPE_HEADER_OVERFLOW'
     ? headersTooLarge()
     : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? requestTimeout() : malformedHttp()
@@ -82,5 +101,7 @@ export function clientError (error: Error & { code?: string }, socket: Socket): 
       body
     )
   }
-  socket.destroy()
+  // A client still sending (an oversized header block, say) reads this answer rather than a reset.
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') socket.destroy()
+  else closeAfterRefusal(socket)
 }

@@ -4,7 +4,6 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { Scope } from '../store/scopes.js'
-import type { AccessTokenRegistry } from '../auth/token-registry.js'
 import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
 import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
 import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, StoredPlant, StoredPlantPage } from '../schemas/plants.js'
@@ -13,11 +12,10 @@ import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
-import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
+import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
-  readonly accessTokens: AccessTokenRegistry
   readonly rateLimitPerMinute: number
 }
 
@@ -55,8 +53,8 @@ const IF_MATCH = {
  * checked against.
  */
 export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesOptions): Promise<void> {
-  const { store, accessTokens } = options
-  await app.register(bearerAuth, { tokens: accessTokens, requiredScope: plantsScopeOf })
+  const { store } = options
+  await app.register(bearerAuth, { requiredScope: plantsScopeOf })
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
@@ -166,6 +164,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         200: { ...ref(StoredPlant), description: 'The plant', headers: ETAG },
         304: { type: 'null', description: 'The plant still has an ETag the If-None-Match names', headers: ETAG },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses[404],
         412: errorResponses[412]
       }
@@ -204,6 +203,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         200: { ...ref(StoredPlant), description: 'The plant was replaced', headers: ETAG },
         201: { ...ref(StoredPlant), description: 'The plant was created', headers: { ...LOCATION, ...ETAG } },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         ...bodyErrors,
         412: errorResponses[412]
       }
@@ -235,6 +235,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         response: {
           200: { ...ref(StoredPlant), description: 'The plant as it is after the patch', headers: ETAG },
           ...authenticatedOperationErrors,
+          ...pathParameterErrors,
           ...bodyErrors,
           404: errorResponses[404],
           412: errorResponses[412]
@@ -267,6 +268,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
       response: {
         204: { type: 'null', description: 'The plant was deleted' },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         ...bodyErrors,
         404: errorResponses[404],
         412: errorResponses[412]

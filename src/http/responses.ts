@@ -24,8 +24,11 @@ export const errorResponses = {
   tokenNameTaken: errorResponse('A live access token (neither revoked nor expired) already has this name; nothing was created.'),
   webhookNotFound: errorResponse('No webhook subscription has this id.'),
   tokenNotRevocable: errorResponse('The token comes from PLANTSTORE_TOKENS, so it cannot be revoked over HTTP; nothing changed.'),
-  429: errorResponse('This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set).', {
-    'Retry-After': { type: 'string', description: 'Seconds until the token may send again' }
+  414: errorResponse('A path segment is longer than 100 characters (judged after authentication).'),
+  429: errorResponse('This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set), ' +
+    'or this client address had AUTH_FAILURE_LIMIT_PER_MINUTE failed authentications (401s) within a minute: then ' +
+    'every request from it is refused, whatever its token, until the minute has passed.', {
+    'Retry-After': { type: 'string', description: 'Seconds until the token or the address may send again' }
   }),
   413: errorResponse('The body is larger than the configured limit (16 KiB by default).'),
   415: errorResponse('The Content-Type is not application/json in UTF-8 (application/merge-patch+json for PATCH), ' +
@@ -45,6 +48,9 @@ export const authenticatedOperationErrors = {
   500: errorResponses[500],
   503: errorResponses[503]
 }
+
+/** What an operation with a path parameter can answer with too. */
+export const pathParameterErrors = { 414: errorResponses[414] }
 
 /** What an operation that reads a body can answer with too. */
 export const bodyErrors = { 413: errorResponses[413], 415: errorResponses[415] }

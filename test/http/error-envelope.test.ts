@@ -127,10 +127,11 @@ describe('The error envelope', () => {
       expectError(response, 400, 'Request body size did not match Content-Length')
     })
 
-    it('answers a URL that cannot be decoded with a 400 Error', async () => {
+    it('answers a URL that cannot be decoded with a 400 Error, after authentication', async () => {
       const app = await buildTestApp()
 
-      expectError(await app.inject({ method: 'GET', url: '/plants/%E0%A4%A' }), 400, 'the request URL is malformed')
+      expectError(await app.inject({ method: 'GET', url: '/plants/%E0%A4%A', headers: bearer() }), 400, 'the request URL is malformed')
+      expectError(await app.inject({ method: 'GET', url: '/plants/%E0%A4%A' }), 401, /Authorization/)
     })
   })
 

@@ -54,20 +54,20 @@ describe('The OpenAPI document', () => {
   it.each([
     ['/plants', 'post', 'createPlant', 'plants', 'plants:write', ['200', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'Plant'],
     ['/plants', 'get', 'listPlants', 'plants', 'plants:read', ['200', '400', '401', '403', '429', '500', '503'], undefined],
-    ['/plants/{id}', 'get', 'getPlant', 'plants', 'plants:read', ['200', '304', '400', '401', '403', '404', '412', '429', '500', '503'], 'StoredPlant'],
-    ['/plants/{id}', 'put', 'replacePlant', 'plants', 'plants:write', ['200', '201', '400', '401', '403', '412', '413', '415', '429', '500', '503'], 'StoredPlant'],
-    ['/plants/{id}', 'patch', 'updatePlant', 'plants', 'plants:write', ['200', '400', '401', '403', '404', '412', '413', '415', '429', '500', '503'], 'StoredPlant'],
-    ['/plants/{id}', 'delete', 'deletePlant', 'plants', 'plants:write', ['204', '400', '401', '403', '404', '412', '413', '415', '429', '500', '503'], undefined],
+    ['/plants/{id}', 'get', 'getPlant', 'plants', 'plants:read', ['200', '304', '400', '401', '403', '404', '412', '414', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'put', 'replacePlant', 'plants', 'plants:write', ['200', '201', '400', '401', '403', '412', '413', '414', '415', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'patch', 'updatePlant', 'plants', 'plants:write', ['200', '400', '401', '403', '404', '412', '413', '414', '415', '429', '500', '503'], 'StoredPlant'],
+    ['/plants/{id}', 'delete', 'deletePlant', 'plants', 'plants:write', ['204', '400', '401', '403', '404', '412', '413', '414', '415', '429', '500', '503'], undefined],
     ['/admin/tokens', 'post', 'createAccessToken', 'tokens', 'admin', ['201', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'CreatedAccessToken'],
     ['/admin/tokens', 'get', 'listAccessTokens', 'tokens', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
-    ['/admin/tokens/{id}', 'get', 'getAccessToken', 'tokens', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'AccessToken'],
-    ['/admin/tokens/{id}', 'delete', 'revokeAccessToken', 'tokens', 'admin', ['204', '400', '401', '403', '404', '409', '413', '415', '429', '500', '503'], undefined],
+    ['/admin/tokens/{id}', 'get', 'getAccessToken', 'tokens', 'admin', ['200', '400', '401', '403', '404', '414', '429', '500', '503'], 'AccessToken'],
+    ['/admin/tokens/{id}', 'delete', 'revokeAccessToken', 'tokens', 'admin', ['204', '400', '401', '403', '404', '409', '413', '414', '415', '429', '500', '503'], undefined],
     ['/admin/webhooks', 'post', 'createWebhookSubscription', 'webhooks', 'admin', ['201', '400', '401', '403', '413', '415', '429', '500', '503'], 'CreatedWebhookSubscription'],
     ['/admin/webhooks', 'get', 'listWebhookSubscriptions', 'webhooks', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
-    ['/admin/webhooks/{id}', 'get', 'getWebhookSubscription', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], 'WebhookSubscriptionStatus'],
-    ['/admin/webhooks/{id}', 'delete', 'deleteWebhookSubscription', 'webhooks', 'admin', ['204', '400', '401', '403', '404', '413', '415', '429', '500', '503'], undefined],
-    ['/admin/webhooks/{id}/deliveries', 'get', 'listWebhookDeliveries', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '429', '500', '503'], undefined],
-    ['/admin/webhooks/{id}/rotate-secret', 'post', 'rotateWebhookSecret', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '413', '415', '429', '500', '503'], 'RotatedWebhookSecret']
+    ['/admin/webhooks/{id}', 'get', 'getWebhookSubscription', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '414', '429', '500', '503'], 'WebhookSubscriptionStatus'],
+    ['/admin/webhooks/{id}', 'delete', 'deleteWebhookSubscription', 'webhooks', 'admin', ['204', '400', '401', '403', '404', '413', '414', '415', '429', '500', '503'], undefined],
+    ['/admin/webhooks/{id}/deliveries', 'get', 'listWebhookDeliveries', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '414', '429', '500', '503'], undefined],
+    ['/admin/webhooks/{id}/rotate-secret', 'post', 'rotateWebhookSecret', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '413', '414', '415', '429', '500', '503'], 'RotatedWebhookSecret']
   ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement with its scope', async (path, method, operationId, tag, scope, statuses, success) => {
     const app = await buildTestApp()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()

@@ -19,7 +19,7 @@ export interface AdminRoutesOptions {
  * scope (403), for every request of the scope, its 404s and 405s included.
  */
 export async function adminRoutes (app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
-  await app.register(bearerAuth, { tokens: options.accessTokens, requiredScope: () => 'admin' })
+  await app.register(bearerAuth, { requiredScope: () => 'admin' })
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   await app.register(accessTokenRoutes, { prefix: '/tokens', accessTokens: options.accessTokens })

@@ -8,7 +8,7 @@ import {
 import { ref } from '../../schemas/kinds.js'
 import { AccessToken, AccessTokenIdParams, AccessTokenList, CreatedAccessToken, NewAccessToken } from '../../schemas/tokens.js'
 import { bearerSecurity } from '../docs.js'
-import { authenticatedOperationErrors, bodyErrors, createdWithSecret, errorResponses } from '../responses.js'
+import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, createdWithSecret, errorResponses } from '../responses.js'
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
@@ -75,6 +75,7 @@ export async function accessTokenRoutes (app: FastifyInstance, options: { readon
       response: {
         200: { ...ref(AccessToken), description: 'The token' },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses.tokenNotFound
       }
     }
@@ -98,6 +99,7 @@ export async function accessTokenRoutes (app: FastifyInstance, options: { readon
       response: {
         204: { type: 'null', description: 'The token is revoked' },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses.tokenNotFound,
         ...bodyErrors,
         409: errorResponses.tokenNotRevocable

@@ -13,7 +13,7 @@ import {
 import { webhookUrlRefusal } from '../../webhooks/network.js'
 import { newSigningSecret, type SecretBox } from '../../webhooks/secrets.js'
 import { bearerSecurity } from '../docs.js'
-import { authenticatedOperationErrors, bodyErrors, createdWithSecret, errorResponses } from '../responses.js'
+import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, createdWithSecret, errorResponses } from '../responses.js'
 
 export interface WebhookRoutesOptions {
   readonly webhooks: WebhookStore
@@ -86,6 +86,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
       response: {
         200: { ...ref(WebhookSubscriptionStatus), description: 'The subscription' },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses.webhookNotFound
       }
     }
@@ -107,6 +108,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
       response: {
         204: { type: 'null', description: 'The subscription is deleted' },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses.webhookNotFound,
         ...bodyErrors
       }
@@ -138,6 +140,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
         },
         ...authenticatedOperationErrors,
         404: errorResponses.webhookNotFound,
+        ...pathParameterErrors,
         ...bodyErrors
       }
     },
@@ -170,6 +173,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
           headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </admin/webhooks/{id}/deliveries?limit=N&after=ID>; rel="next"' } }
         },
         ...authenticatedOperationErrors,
+        ...pathParameterErrors,
         404: errorResponses.webhookNotFound
       }
     }
