@@ -219,7 +219,7 @@ describe('plantstore copy', () => {
     const db = openSqliteDatabase(source)
     db.prepare('INSERT INTO webhook_subscriptions (id, url, events, secret, created_at) VALUES (?, ?, ?, ?, ?)')
       .run('5b7e0c1e-8f0a-4a4b-9d51-2c8e3f1a7b60', 'https://example.com/hooks', 'plant.created', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1u3E4ERhSGs=', 1_700_000_000_000)
-    db.exec('ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret; ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret_until')
+    db.exec('DROP INDEX webhook_outbox_subscription_due; ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret; ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret_until')
     db.pragma('user_version = 5')
     db.close()
 
@@ -230,7 +230,8 @@ describe('plantstore copy', () => {
     expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' })
     expect((await copy(`sqlite:${source}`, postgres, folder)).code).toBe(0)
     await postgresQuery(postgres, 'ALTER TABLE webhook_subscriptions DROP COLUMN previous_secret, DROP COLUMN previous_secret_until')
-    await postgresQuery(postgres, 'DELETE FROM plantstore_migrations WHERE version = 6')
+    await postgresQuery(postgres, 'DROP INDEX webhook_outbox_subscription_due')
+    await postgresQuery(postgres, 'DELETE FROM plantstore_migrations WHERE version >= 6')
     const fromVersion5 = await copy(postgres, `sqlite:${fromPostgres}`, folder)
 
     expect(run.stdout).toMatch(summaryLine({ subscriptions: 1, plants: 3 }, `sqlite:${source}`, `sqlite:${target}`))
@@ -402,7 +403,7 @@ describe('plantstore copy', () => {
       writeFileSync(empty, '')
       const release1 = join(folder, 'release-1.0.0.db')
       copyFileSync(new URL('../fixtures/release-1.0.0.db', import.meta.url), release1)
-      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (6); run a plantstore release at least as new as the one that last opened it'
+      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (7); run a plantstore release at least as new as the one that last opened it'
 
       expectFailure(await copy(`sqlite:${future}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${future}: ${tooNew}`)
       expectFailure(await copy(`sqlite:${source}`, `sqlite:${future}`, folder), `plantstore: the target sqlite:${future}: ${tooNew}`)

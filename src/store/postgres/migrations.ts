@@ -136,5 +136,13 @@ export const postgresMigrations: readonly Migration[] = [
       ALTER TABLE webhook_subscriptions ADD COLUMN previous_secret TEXT;
       ALTER TABLE webhook_subscriptions ADD COLUMN previous_secret_until BIGINT;
     `
+  },
+  {
+    version: 7,
+    name: 'an index of the due outbox rows of each webhook subscription',
+    // A claim reads each subscription's oldest due rows through it, however long another subscription's
+    // backlog. Building it holds off writes to the outbox for as long as it takes on a large one; an index
+    // built beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/deployment.md, "Upgrading").
+    sql: 'CREATE INDEX IF NOT EXISTS webhook_outbox_subscription_due ON webhook_outbox (subscription_id, next_attempt_at, id) WHERE failed_at IS NULL;'
   }
 ]

@@ -9,6 +9,12 @@ import type { PostgresConnection } from './connection.js'
 /**
  * Each enabled subscription's due rows up to its allowance ($5, lower ones in $6/$7), oldest due first,
  * then taken across subscriptions in turns (the rank within its subscription), up to $2.
+ *
+ * The plan must not depend on the statistics, which lag behind an outbox that fills in seconds (a plan
+ * made for "one row per subscription" compared every pending row with every other: seconds per claim at
+ * two thousand rows). So each subscription's rows are read in due order from webhook_outbox_subscription_due,
+ * stopping at its allowance, and a row is its plant's oldest pending one when it is the min() of its plant:
+ * a scalar subquery is never turned into a join, and min() reads one entry of webhook_outbox_plant.
  */
 const CLAIM_OUTBOX = {
   name: 'plantstore-claim-outbox',
@@ -22,8 +28,8 @@ const CLAIM_OUTBOX = {
            FROM allowance a CROSS JOIN LATERAL (
              SELECT o.id, o.next_attempt_at FROM webhook_outbox o
              WHERE o.subscription_id = a.id AND o.failed_at IS NULL AND o.next_attempt_at <= $1 AND o.lease_until <= $1
-               AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
-                               AND e.id < o.id AND e.failed_at IS NULL)
+               AND o.id = (SELECT min(e.id) FROM webhook_outbox e
+                           WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id AND e.failed_at IS NULL)
              ORDER BY o.next_attempt_at, o.id LIMIT a.n
              FOR UPDATE OF o SKIP LOCKED) due
            WHERE a.n > 0),

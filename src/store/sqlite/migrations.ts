@@ -134,5 +134,11 @@ export const sqliteMigrations: readonly Migration[] = [
       ALTER TABLE webhook_subscriptions ADD COLUMN previous_secret TEXT;
       ALTER TABLE webhook_subscriptions ADD COLUMN previous_secret_until INTEGER;
     `
+  },
+  {
+    version: 7,
+    name: 'an index of the due outbox rows of each webhook subscription',
+    // A claim reads each subscription's oldest due rows through it, however long another subscription's backlog.
+    sql: 'CREATE INDEX webhook_outbox_subscription_due ON webhook_outbox (subscription_id, next_attempt_at, id) WHERE failed_at IS NULL;'
   }
 ]

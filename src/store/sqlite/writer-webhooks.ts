@@ -32,10 +32,10 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
     WHERE o.failed_at IS NULL AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at, o.id LIMIT ?`)
   const earlierPending = db.prepare<[string, bigint, bigint], number>(
     'SELECT 1 FROM webhook_outbox WHERE subscription_id = ? AND plant_id = ? AND id < ? AND failed_at IS NULL LIMIT 1').pluck()
-  // One subscription's due rows through its own pending rows: for one whose due rows are not among the
-  // oldest (behind another's backlog), at the cost of reading its pending rows.
+  // One subscription's oldest due rows, in due order: for one whose due rows are not among the oldest
+  // (behind another's backlog), reading no more of its own backlog than it takes.
   const dueOfSubscription = db.prepare<[{ subscription: string, now: number, limit: number }], DueRow>(`
-    SELECT o.id, o.subscription_id, o.plant_id, o.next_attempt_at, o.lease_until FROM webhook_outbox o INDEXED BY webhook_outbox_plant
+    SELECT o.id, o.subscription_id, o.plant_id, o.next_attempt_at, o.lease_until FROM webhook_outbox o INDEXED BY webhook_outbox_subscription_due
     WHERE o.subscription_id = :subscription AND o.failed_at IS NULL AND o.next_attempt_at <= :now AND o.lease_until <= :now
       AND NOT EXISTS (SELECT 1 FROM webhook_outbox e WHERE e.subscription_id = o.subscription_id AND e.plant_id = o.plant_id
                       AND e.id < o.id AND e.failed_at IS NULL)
