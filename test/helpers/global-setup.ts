@@ -6,6 +6,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** A PostgreSQL superuser URL; each test makes its own database on that server. */
     postgresAdminUrl: string
+    /** Whether that server is the run's own, removed with everything on it when the run ends. */
+    postgresServerIsTemporary: boolean
   }
 }
 
@@ -20,6 +22,7 @@ export default async function setup (project: TestProject): Promise<() => Promis
   const external = process.env.PLANTSTORE_TEST_DATABASE_URL
   if (external !== undefined && external !== '') {
     project.provide('postgresAdminUrl', external)
+    project.provide('postgresServerIsTemporary', false)
     return async () => {}
   }
   let postgres
@@ -30,5 +33,6 @@ export default async function setup (project: TestProject): Promise<() => Promis
       `to use an external server): ${String(error)}`)
   }
   project.provide('postgresAdminUrl', postgres.adminUrl)
+  project.provide('postgresServerIsTemporary', true)
   return () => postgres.destroy()
 }
