@@ -46,17 +46,24 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
     const { now } = request
     const allowances = new Map(enabledSubscriptions.all().map((subscription) => [subscription, claimAllowance(request, subscription)]))
     const found = new Map<string, DueRow[]>()
-    const window = oldestDue.all(now, DUE_WINDOW)
-    for (const row of window) {
+    // The scan stops as soon as every subscription has its allowance: behind a long backlog's leased
+    // head, reading the whole window at every claim cost more than the deliveries it started.
+    let wanted = 0
+    for (const allowance of allowances.values()) wanted += allowance
+    let read = 0
+    for (const row of oldestDue.iterate(now, DUE_WINDOW)) {
+      read++
       const rows = found.get(row.subscription_id) ?? []
       if (rows.length >= (allowances.get(row.subscription_id) ?? 0) || Number(row.lease_until) > now) continue
       if (earlierPending.get(row.subscription_id, row.plant_id, row.id) !== undefined) continue
       found.set(row.subscription_id, [...rows, row])
+      if (--wanted === 0) break
     }
+    const windowFull = wanted > 0 && read === DUE_WINDOW
     const candidates = [...allowances].map(([subscription, allowance]) => {
       const rows = found.get(subscription) ?? []
       // Past a full window, more of its due rows may follow.
-      const more = window.length === DUE_WINDOW && rows.length < allowance ? dueOfSubscription.all({ subscription, now, limit: allowance }) : rows
+      const more = windowFull && rows.length < allowance ? dueOfSubscription.all({ subscription, now, limit: allowance }) : rows
       return more.map((row) => ({ id: row.id, nextAttemptAt: Number(row.next_attempt_at) }))
     })
     const leaseUntil = now + request.leaseMs
