@@ -112,3 +112,13 @@ export class WebhookReceiver {
     }
   }
 }
+
+/** Whether the official `standardwebhooks` library accepts the delivery with `secret`. */
+export function verifiesWith (delivery: ReceivedDelivery, secret: string): boolean {
+  try {
+    new Webhook(secret).verify(delivery.body, delivery.headers as Record<string, string>)
+    return true
+  } catch {
+    return false
+  }
+}

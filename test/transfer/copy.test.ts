@@ -1,7 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Webhook } from 'standardwebhooks'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../../src/auth/tokens.js'
 import { freePort } from '../../scripts/embedded-postgres.js'
@@ -11,7 +10,7 @@ import { temporaryFolder } from '../helpers/app.js'
 import { until } from '../helpers/load.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer, type ServerProcess } from '../helpers/server-process.js'
-import { WebhookReceiver, type ReceivedDelivery } from '../helpers/webhook-receiver.js'
+import { verifiesWith, WebhookReceiver } from '../helpers/webhook-receiver.js'
 import {
   addPlants, cli, copy, expectFailure, exportDigest, markerOf, postgresQuery, shown, startCli, summaryLine, untilCopyingPlants
 } from './copy-fixtures.js'
@@ -65,16 +64,6 @@ function sqliteRows (file: string): { tokens: unknown[], subscriptions: unknown[
     }
   } finally {
     db.close()
-  }
-}
-
-/** Whether the official `standardwebhooks` library accepts the delivery with `secret`. */
-function verifiesWith (delivery: ReceivedDelivery, secret: string): boolean {
-  try {
-    new Webhook(secret).verify(delivery.body, delivery.headers as Record<string, string>)
-    return true
-  } catch {
-    return false
   }
 }
 
