@@ -17,7 +17,7 @@ import { knownRoutes } from './http/method-not-allowed.js'
 import { bufferedStandardOutput, CompletedRequestLog, lazyRequestLogger, logRedaction } from './http/request-log.js'
 import { parseQueryString } from './http/query-string.js'
 import { requestIdFor, requestIdHeader } from './http/request-id.js'
-import { requestTargets, ROUTER_MAX_PARAM_LENGTH, routableUrl } from './http/request-targets.js'
+import { requestTargets, ROUTER_MAX_PARAM_LENGTH, routableUrl, targetRefusal } from './http/request-targets.js'
 import { pipelinedWrites } from './http/pipelined-writes.js'
 import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
@@ -182,7 +182,8 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   await app.register(bearerAuthentication, {
     tokens: accessTokens,
-    failureLimit: new FailedAuthenticationLimit(config.authFailureLimitPerMinute ?? 0)
+    failureLimit: new FailedAuthenticationLimit(config.authFailureLimitPerMinute ?? 0),
+    targetRefusal
   })
   await app.register(turnBatchedHandlers)
   await app.register(healthRoutes, { store })

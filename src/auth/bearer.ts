@@ -2,7 +2,6 @@ import bearerAuthPlugin from '@fastify/bearer-auth'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { insufficientScope, invalidToken, missingCredentials, tooManyFailedAuthentications, type PlantstoreError } from '../errors.js'
-import { targetRefusal } from '../http/request-targets.js'
 import type { FailedAuthenticationLimit } from './failed-authentication-limit.js'
 import { grants } from './scope-sets.js'
 import type { Scope } from '../store/scopes.js'
@@ -20,6 +19,11 @@ export interface BearerAuthenticationOptions {
   readonly tokens: Pick<AccessTokenRegistry, 'identify'>
   /** Counts each address's 401s and refuses it for a while after too many. */
   readonly failureLimit: FailedAuthenticationLimit
+  /**
+   * What an authenticated request gets instead of being served for its target alone (the HTTP layer's
+   * 400 of an undecodable path, 414 of an overlong segment), judged only after its credentials and scope.
+   */
+  readonly targetRefusal: (request: FastifyRequest) => PlantstoreError | undefined
 }
 
 /** Answers with the error to send, or with nothing when the request may go on. */
@@ -47,7 +51,7 @@ declare module 'fastify' {
  * or revoked, and `error="insufficient_scope"` (403) for a valid token without the scope.
  */
 export const bearerAuthentication = fp(async function bearerAuthentication (app: FastifyInstance, options: BearerAuthenticationOptions) {
-  const { tokens, failureLimit } = options
+  const { tokens, failureLimit, targetRefusal } = options
   await app.register(bearerAuthPlugin, {
     keys: [],
     addHook: false,
