@@ -4,8 +4,9 @@ import { isIPv6 } from 'node:net'
 export const FAILURE_WINDOW_MS = 60_000
 /**
  * At most this many client addresses are followed at once (about 100 bytes each): an attacker cycling
- * addresses cannot grow memory without bound. An address that fails while the table is full is not
- * followed until some window ends, which only spares the attacker what the addresses already buy.
+ * addresses cannot grow memory without bound. An address that fails while the table is full is counted
+ * by its network instead (IPv4 /24, IPv6 /48) in a second table as large, so filling the first one buys
+ * no unlimited guessing; only with both full does a new network go uncounted.
  */
 export const MAX_FOLLOWED_ADDRESSES = 100_000
 
@@ -24,6 +25,8 @@ interface Failures {
  */
 export class FailedAuthenticationLimit {
   private readonly failures = new Map<string, Failures>()
+  /** Failures of addresses the first table had no room for, by network. */
+  private readonly overflow = new Map<string, Failures>()
 
   /** `limit` failures per window; 0 turns the limit off. `now` is a monotonic clock in milliseconds. */
   constructor (
@@ -34,7 +37,7 @@ export class FailedAuthenticationLimit {
   /** The seconds until `address` may try again, or undefined when it may now. */
   retryAfterSeconds (address: string): number | undefined {
     if (this.limit === 0 || this.failures.size === 0) return undefined
-    const failures = this.failures.get(keyOf(address))
+    const failures = this.failures.get(keyOf(address)) ?? this.overflow.get(networkOf(address))
     if (failures === undefined || failures.count < this.limit) return undefined
     const remainingMs = failures.endsAt - this.now()
     return remainingMs > 0 ? Math.ceil(remainingMs / 1000) : undefined
@@ -46,13 +49,8 @@ export class FailedAuthenticationLimit {
     const now = this.now()
     this.dropEndedWindows(now)
     const key = keyOf(address)
-    const failures = this.failures.get(key)
-    if (failures !== undefined) {
-      failures.count++
-      return
-    }
-    if (this.failures.size >= MAX_FOLLOWED_ADDRESSES) return
-    this.failures.set(key, { count: 1, endsAt: now + FAILURE_WINDOW_MS })
+    const followed = this.failures.size < MAX_FOLLOWED_ADDRESSES || this.failures.has(key)
+    count(followed ? this.failures : this.overflow, followed ? key : networkOf(address), now)
   }
 
   /** How many addresses are followed now (for tests and metrics). */
@@ -61,11 +59,26 @@ export class FailedAuthenticationLimit {
   }
 
   private dropEndedWindows (now: number): void {
-    for (const [key, failures] of this.failures) {
-      if (failures.endsAt > now) return
-      this.failures.delete(key)
+    for (const table of [this.failures, this.overflow]) {
+      for (const [key, failures] of table) {
+        if (failures.endsAt > now) break
+        table.delete(key)
+      }
     }
   }
+}
+
+function count (table: Map<string, Failures>, key: string, now: number): void {
+  const failures = table.get(key)
+  if (failures !== undefined) failures.count++
+  else if (table.size < MAX_FOLLOWED_ADDRESSES) table.set(key, { count: 1, endsAt: now + FAILURE_WINDOW_MS })
+}
+
+/** The network an address is counted by when its own entry has no room: IPv4 /24, IPv6 /48. */
+function networkOf (address: string): string {
+  const key = keyOf(address)
+  if (key.endsWith('::/64')) return key.split(':').slice(0, 3).join(':') + '::/48'
+  return key.split('.').slice(0, 3).join('.') + '.0/24'
 }
 
 /** The address itself, or for IPv6 its /64 (IPv4-mapped IPv6 addresses are their IPv4 address). */

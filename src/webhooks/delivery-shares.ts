@@ -6,13 +6,24 @@ export const STOPPED_DURING_DELIVERY = 'the service stopped during the delivery'
 
 /**
  * Each subscription's share of this instance's delivery slots: at most `perSubscription` attempts of one
- * subscription under way at once, none while its circuit is open and one (the probe) when its cool-down
- * has passed. A slow or silent receiver so holds only its own share, and the rest stays free for the others.
+ * subscription under way at once, and never more than `concurrency / (others + 2)`, where `others` counts
+ * the other subscriptions with attempts under way, so that however many receivers are slow, slots stay
+ * free for one more; none while its circuit is open and one (the probe) when its cool-down has passed.
+ * A slow or silent receiver so holds only its own share, and the rest stays free for the others.
  */
 export class DeliveryShares {
   private readonly inFlight = new Map<string, number>()
 
-  constructor (readonly perSubscription: number, private readonly circuits: CircuitBreaker) {}
+  constructor (readonly perSubscription: number, private readonly concurrency: number, private readonly circuits: CircuitBreaker) {}
+
+  /** The share of a subscription with nothing under way: what a claim may take of it at most. */
+  newcomerShare (): number {
+    return this.shareBeside(this.inFlight.size)
+  }
+
+  private shareBeside (others: number): number {
+    return Math.min(this.perSubscription, Math.max(1, Math.floor(this.concurrency / (others + 2))))
+  }
 
   started (subscriptionId: string): void {
     this.inFlight.set(subscriptionId, (this.inFlight.get(subscriptionId) ?? 0) + 1)
@@ -39,8 +50,9 @@ export class DeliveryShares {
   limits (now: number): Map<string, number> {
     const limits = this.circuits.caps(now)
     for (const [subscriptionId, cap] of limits) limits.set(subscriptionId, Math.max(0, cap - (this.inFlight.get(subscriptionId) ?? 0)))
+    const share = this.shareBeside(this.inFlight.size - 1)
     for (const [subscriptionId, count] of this.inFlight) {
-      if (!limits.has(subscriptionId)) limits.set(subscriptionId, Math.max(0, this.perSubscription - count))
+      if (!limits.has(subscriptionId)) limits.set(subscriptionId, Math.max(0, share - count))
     }
     return limits
   }

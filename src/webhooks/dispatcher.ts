@@ -99,7 +99,7 @@ export class WebhookDispatcher {
     setMaxListeners(options.concurrency + 10, this.stopping.signal)
     // A circuit's cool-down follows the retry schedule, so an event waits no longer than its retries would.
     this.circuits = new CircuitBreaker({ threshold: CIRCUIT_THRESHOLD, firstCoolDownMs: options.firstRetryMs, maxCoolDownMs: options.maxRetryMs }, log)
-    this.shares = new DeliveryShares(Math.min(options.concurrencyPerSubscription, options.concurrency), this.circuits)
+    this.shares = new DeliveryShares(Math.min(options.concurrencyPerSubscription, options.concurrency), options.concurrency, this.circuits)
     this.agent = new Agent({
       connections: options.concurrency,
       keepAliveTimeout: 30_000,
@@ -162,7 +162,7 @@ export class WebhookDispatcher {
           now,
           leaseMs: this.options.leaseMs,
           limit: free,
-          perSubscription: this.shares.perSubscription,
+          perSubscription: this.shares.newcomerShare(),
           subscriptionLimits: this.shares.limits(now)
         })
         if (this.outboxUnreadable) this.log.warn({}, 'webhooks: the outbox can be read again')

@@ -113,4 +113,19 @@ describe('FailedAuthenticationLimit', () => {
 
     expect(limit.followedAddresses).toBe(MAX_FOLLOWED_ADDRESSES)
   })
+  it('when an attacker has filled the table, then its further addresses are still limited, counted by their network', () => {
+    const limit = new FailedAuthenticationLimit(100, () => 0)
+    for (let address = 0; address < MAX_FOLLOWED_ADDRESSES; address++) {
+      limit.recordFailure(`2001:db8:${(address >> 16).toString(16)}:${(address & 0xffff).toString(16)}::1`)
+    }
+
+    for (let host = 0; host < 100; host++) limit.recordFailure(`2001:db8:ffff:${host.toString(16)}::1`)
+
+    expect({
+      followed: limit.followedAddresses,
+      unseenHostOfThatNetwork: limit.retryAfterSeconds('2001:db8:ffff:abcd::7'),
+      otherNetwork: limit.retryAfterSeconds('2001:db9::1'),
+      followedButBelowTheLimit: limit.retryAfterSeconds('2001:db8:0:1::1')
+    }).toEqual({ followed: MAX_FOLLOWED_ADDRESSES, unseenHostOfThatNetwork: 60, otherNetwork: undefined, followedButBelowTheLimit: undefined })
+  })
 })

@@ -98,7 +98,7 @@ describe.each(sqliteAndPostgres)('one misbehaving receiver next to a healthy one
   it.each(variants)('still gets the healthy one each event within 2 s (p99) at 20 writes a second, with a $name receiver subscribed too', {
     timeout: WRITING_MS + SETTLE_MS + 30_000
   }, async ({ name, start }) => {
-    // The production settings: 16 slots, 10 s per silent attempt, retries from 5 s, a poll every 500 ms.
+    // The production settings: 32 slots, 16 per subscription at most, 10 s per silent attempt, retries from 5 s, a poll every 500 ms.
     const app = await buildTestApp({
       store: await backend.open(),
       tokens: WEBHOOK_TEST_TOKENS,

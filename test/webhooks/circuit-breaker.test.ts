@@ -57,7 +57,7 @@ describe('a circuit per subscription', () => {
 
   it('counts each subscription\'s attempts under way against its share, with its circuit\'s cap on top', () => {
     const circuits = new CircuitBreaker(OPTIONS, recordingLog())
-    const shares = new DeliveryShares(4, circuits)
+    const shares = new DeliveryShares(4, 32, circuits)
     for (let attempt = 0; attempt < 3; attempt++) shares.started('slow')
     shares.started('quick')
     expect(shares.limits(0)).toEqual(new Map([['slow', 1], ['quick', 3]]))
@@ -71,5 +71,15 @@ describe('a circuit per subscription', () => {
     expect(shares.heldByFull(1000)).toBe(1)
     shares.ended(attemptOf('slow', 'retry', 'the service stopped during the delivery'), 1000)
     expect(shares.limits(1000)).toEqual(new Map([['slow', 1]]))
+  })
+  it('shrinks every share as more subscriptions have attempts under way, so that slots stay free for one more', () => {
+    const shares = new DeliveryShares(16, 32, new CircuitBreaker(OPTIONS, recordingLog()))
+    expect(shares.newcomerShare()).toBe(16)
+    for (let attempt = 0; attempt < 16; attempt++) shares.started('slow-a')
+    expect({ limits: shares.limits(0), newcomer: shares.newcomerShare() }).toEqual({ limits: new Map([['slow-a', 0]]), newcomer: 10 })
+    for (let attempt = 0; attempt < 10; attempt++) shares.started('slow-b')
+    // Two slow receivers hold 26 of 32 slots and may take no more: 32 / (1 other + 2) = 10 each.
+    expect({ limits: shares.limits(0), newcomer: shares.newcomerShare(), heldByFull: shares.heldByFull(0) })
+      .toEqual({ limits: new Map([['slow-a', 0], ['slow-b', 0]]), newcomer: 8, heldByFull: 26 })
   })
 })

@@ -122,7 +122,9 @@ export class MemoryWebhookStore implements WebhookStore {
       const subscription = entry?.subscription
       if (entry === undefined || subscription === undefined || subscription.disabledAt !== undefined) continue
       if (row.nextAttemptAt > now || row.leaseUntil > now) continue
-      candidates.set(row.subscriptionId, [...(candidates.get(row.subscriptionId) ?? []), row])
+      const rows = candidates.get(row.subscriptionId)
+      if (rows === undefined) candidates.set(row.subscriptionId, [row])
+      else rows.push(row)
     }
     const oldestDueFirst = [...candidates].map(([subscriptionId, rows]) => rows
       .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || (a.id < b.id ? -1 : 1))
