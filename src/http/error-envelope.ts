@@ -4,7 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin'
 import {
   bodyTooLarge, duplicateHost, headersTooLarge, internalError, malformedHttp, malformedUrl, missingHost, PlantstoreError, requestTimeout,
-  storeUnavailable, unsupportedMediaType, uriTooLong
+  storeUnavailable, unsupportedMediaType
 } from '../errors.js'
 import { StoreUnavailableError } from '../store/plant-store.js'
 import { JSON_MEDIA_TYPE } from './json-body.js'
@@ -75,9 +75,9 @@ function hasSeveralHostHeaders (rawHeaders: readonly string[]): boolean {
  * so what is left is a target that is not a path at all (`*`, a malformed absolute URL). No hook has
  * run, so this is the only place that can answer it.
  */
-export function frameworkError (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+export function frameworkError (_error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   closeAfterEarlyAnswer(request.raw, reply.raw)
-  sendError(reply, error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? uriTooLong() : malformedUrl())
+  sendError(reply, malformedUrl())
 }
 
 /**

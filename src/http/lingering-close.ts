@@ -51,10 +51,7 @@ export function closeAfterEarlyAnswer (request: IncomingMessage, response: Serve
   // Node ends a response marked `Connection: close` with `socket.destroySoon()`: end, then destroy.
   socket.destroySoon = () => {
     lingering = true
-    const deadline = setTimeout(() => socket.destroy(), LINGER_MAX_MS)
-    socket.once('close', () => clearTimeout(deadline))
-    socket.once('end', destroyWhenWritten)
-    socket.end()
+    halfCloseThenDestroy(socket, destroyWhenWritten)
     if (request.complete || discarded > LINGER_MAX_BYTES) destroyWhenWritten()
   }
 }
@@ -65,9 +62,14 @@ export function closeAfterEarlyAnswer (request: IncomingMessage, response: Serve
  * client still sending can read the answer rather than a reset.
  */
 export function closeAfterRefusal (socket: Socket): void {
+  halfCloseThenDestroy(socket, () => socket.destroy())
+}
+
+/** Ends the server's side now; `destroy` runs when the client ends its own, and the socket is destroyed after LINGER_MAX_MS anyway. */
+function halfCloseThenDestroy (socket: Socket, destroy: () => void): void {
   const deadline = setTimeout(() => socket.destroy(), LINGER_MAX_MS)
   socket.once('close', () => clearTimeout(deadline))
-  socket.once('end', () => socket.destroy())
+  socket.once('end', destroy)
   socket.end()
 }
 

@@ -324,14 +324,12 @@ export function claimedDeliveries (
   for (const row of [...rows].sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))) {
     const subscription = subscriptions.get(row.subscription_id)
     if (subscription === undefined) continue
+    const { id: _subscriptionId, ...secrets } = storedSecretsOfRow({ id: row.subscription_id, ...subscription })
     claimed.push({
       id: BigInt(row.id),
       subscriptionId: row.subscription_id,
       url: subscription.url,
-      storedSecret: subscription.secret,
-      ...(subscription.previous_secret === null || subscription.previous_secret_until === null
-        ? {}
-        : { storedPreviousSecret: subscription.previous_secret, previousSecretUntil: Number(subscription.previous_secret_until) }),
+      ...secrets,
       eventId: row.event_id,
       type: row.event_type as WebhookEventType,
       plantId: BigInt(row.plant_id),

@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import {
-  ATTEMPT_COLUMNS, attemptPageOf, claimedDeliveries, claimShare, OUTBOX_COLUMNS, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
+  ATTEMPT_COLUMNS, attemptPageOf, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, claimShare, OUTBOX_COLUMNS, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
   SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type ClaimedSubscriptionRow, type OutboxRow,
   type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
 } from '../webhook-store.js'
@@ -37,7 +37,7 @@ const CLAIM_OUTBOX = {
          UPDATE webhook_outbox o SET lease_until = $3, lease_owner = $4
          FROM taken, webhook_subscriptions s
          WHERE o.id = taken.id AND s.id = o.subscription_id
-         RETURNING ${OUTBOX_COLUMNS.split(', ').map((column) => `o.${column}`).join(', ')}, s.url, s.secret, s.previous_secret, s.previous_secret_until`
+         RETURNING ${qualified('o', OUTBOX_COLUMNS)}, ${qualified('s', CLAIMED_SUBSCRIPTION_COLUMNS)}`
 }
 const RECORD_ATTEMPTS = {
   name: 'plantstore-record-attempts',
@@ -52,6 +52,11 @@ const SETTLE_DELIVERED = {
          UPDATE webhook_subscriptions s SET delivered = s.delivered + counted.n
          FROM (SELECT subscription_id, count(*) AS n FROM done GROUP BY subscription_id) counted
          WHERE s.id = counted.subscription_id`
+}
+
+/** `columns` (comma-separated) each prefixed with the table alias `alias`. */
+function qualified (alias: string, columns: string): string {
+  return columns.split(', ').map((column) => `${alias}.${column}`).join(', ')
 }
 
 /** Webhook subscriptions and their outbox. Several instances share the outbox: see `claim`. */
