@@ -45,6 +45,18 @@ describe('An answer sent before the request body arrived', () => {
     expect(outcome.writing).toMatch(/^(EPIPE|ECONNRESET)$/)
   })
 
+  it('when a token without the admin scope keeps uploading under /admin, then it reads its 403 with Connection: close and the server stops reading within the bound', async () => {
+    const app = await listeningApp()
+
+    const outcome = await uploadTo(app, `POST /admin/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: ${bearer().authorization}\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\n\r\n`, 20_000_000)
+
+    const { status, headers, body } = headOf(outcome.answer)
+    expect({ status, connection: headers.connection, body: JSON.parse(body) as unknown }).toEqual({
+      status: 403, connection: 'close', body: { error: 403, message: 'this token lacks the scope "admin", which this operation needs' }
+    })
+    expect(outcome.serverBytesRead).toBeLessThan(LINGER_MAX_BYTES + SLACK_BYTES)
+  })
+
   it('when a chunked body with a valid token outgrows BODY_LIMIT, then the client still sending reads the 413, not a reset', async () => {
     const app = await listeningApp()
 
