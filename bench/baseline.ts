@@ -6,10 +6,12 @@ import { NewPlant, Plant, StoredPlant } from '../src/schemas/plants.js'
 /**
  * The baseline the service is measured against: a bare Fastify app with the same TypeBox schemas
  * (Fastify's default Ajv validation and serialization), a bearer-token check and a Map. No durability,
- * no logging, no exact int64: what "as fast as Fastify goes" looks like for these routes.
+ * no exact int64, and no logging: what "as fast as Fastify goes" looks like for these routes. With
+ * BENCH_LOGGED=1, Fastify's default request logging (`logger: true`: two lines a request to standard
+ * output), the second anchor: what a user would otherwise run.
  */
 const token = process.env.BENCH_TOKEN ?? 'bench-token'
-const app = Fastify({ logger: false })
+const app = Fastify({ logger: process.env.BENCH_LOGGED === '1' })
 await app.register(bearerAuth, { keys: [token] })
 const plants = new Map<number, { id: number, name: string, tag?: string }>()
 

@@ -106,12 +106,23 @@ export class ServerProcesses {
    * Starts `dist/server.js` of the build in `root` (this one unless told), its working directory there so
    * that build's node_modules are used. Every service gets a free METRICS_PORT of its own (metrics on,
    * the shipped default) unless `env` sets one: the default 9464 would let only one service start.
+   * `extraNodeFlags` come after the shipped ones (a profiler's, say).
    */
-  async startService (name: string, databaseUrl: string, env: Record<string, string> = {}, root = ROOT): Promise<Target> {
+  async startService (name: string, databaseUrl: string, env: Record<string, string> = {}, root = ROOT, extraNodeFlags: readonly string[] = []): Promise<Target> {
     const metricsPort = env.METRICS_PORT ?? String(await freePort())
-    const target = await this.start(name, [process.execPath, ...serverNodeFlags(root), 'dist/server.js'],
+    const target = await this.start(name, [process.execPath, ...serverNodeFlags(root), ...extraNodeFlags, 'dist/server.js'],
       { DATABASE_URL: databaseUrl, METRICS_PORT: metricsPort, ...env }, 0, root)
     return metricsPort === '0' ? target : { ...target, metricsUrl: `http://127.0.0.1:${metricsPort}` }
+  }
+
+  /**
+   * The bare-Fastify baseline (bench/baseline.ts), with the bench's young generation (`benchNodeFlags`).
+   * `logged`: with Fastify's default request logging (two pino lines a request, written synchronously
+   * to standard output), what a user of bare Fastify would otherwise run.
+   */
+  startBaseline (name: string, options: { readonly logged?: boolean, readonly extraNodeFlags?: readonly string[] } = {}): Promise<Target> {
+    return this.start(name, [process.execPath, ...benchNodeFlags(serviceNodeFlags(ROOT)), ...(options.extraNodeFlags ?? []), '--import', 'tsx', 'bench/baseline.ts'],
+      options.logged === true ? { BENCH_LOGGED: '1' } : {})
   }
 
   /** A graceful stop (SIGTERM), made a kill after 10 s. */
@@ -192,4 +203,10 @@ export function rssMb (pid: number | undefined): number {
   if (pid === undefined) return 0
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return match === null ? 0 : Number(match[1]) / 1024
+}
+
+/** CPU seconds of a process's main thread (the thread whose id is the PID) and of all its threads. */
+export function mainThreadCpuSeconds (pid: number): { main: number, all: number } {
+  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  return { main: (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND, all: processCpuSeconds(pid) }
 }

@@ -39,6 +39,10 @@
  *                                      GET by id, ratios ÷ direct, PgBouncer's own CPU per request (not part
  *                                      of a full run: needs /usr/sbin/pgbouncer; figures in
  *                                      bench/results/pooling.json)
+ *   npm run bench -- --only profiles   the baseline and the service on SQLite, PostgreSQL and memory under
+ *                                      `node --cpu-prof`, one measurement of each load: µs per request by
+ *                                      place and by function, service against baseline (not part of a full
+ *                                      run; figures in bench/results/profiles.json)
  *   npm run bench -- --only observability --baseline-dist ../plantstore-1.3.0
  *                                      also a `release` service: the dist/server.js of another build
  *                                      (built, its own node_modules installed), in the same rounds
@@ -70,6 +74,7 @@ import { backendsPart } from './parts/backends.js'
 import { dataPart } from './parts/data.js'
 import { observabilityPart } from './parts/observability.js'
 import { poolingPart } from './parts/pooling.js'
+import { profilesPart } from './parts/profiles.js'
 import { compareSizes } from './parts/scale.js'
 import { tokensPart } from './parts/tokens.js'
 import { updatesPart } from './parts/updates.js'
@@ -79,7 +84,7 @@ import { writeResults } from './report.js'
 /** Every part of a full run, in the order they run and their rows are written. */
 const PARTS: readonly Part[] = [backendsPart, tokensPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
-const ON_REQUEST: readonly Part[] = [dataPart, poolingPart]
+const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
 
 const args = process.argv.slice(2)
