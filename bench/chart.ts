@@ -1,6 +1,6 @@
 interface ChartRow { target: string, load: string, rps: number, ratio: number, p99: number, serverCpuUs: number }
 
-const COLOURS: Record<string, string> = { baseline: '#9aa5b1', sqlite: '#2f7ed8', postgres: '#336791', memory: '#5fa55a' }
+const COLOURS: Record<string, string> = { baseline: '#9aa5b1', 'baseline-logged': '#cbd2d9', sqlite: '#2f7ed8', postgres: '#336791', memory: '#5fa55a' }
 const LOAD_TITLES: Record<string, string> = { post: 'POST /plants', get: 'GET /plants/{id}', list: 'GET /plants (page of 100)' }
 
 /**

@@ -65,4 +65,12 @@ export function summarize (samples: Sample[], cpuDecimals = 0) {
 export type Summary = ReturnType<typeof summarize>
 
 /** A measured target and load, with its ratios to the reference named in `against` (itself for the reference). */
-export type Row = Summary & { target: string, load: string, ratio: number, cpuRatio: number, against: string }
+export type Row = Summary & {
+  target: string
+  load: string
+  ratio: number
+  cpuRatio: number
+  against: string
+  /** Its ratios to a second reference of the same run, where a part has one. */
+  second?: { against: string, ratio: number, cpuRatio: number }
+}

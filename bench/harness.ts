@@ -3,7 +3,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { startEmbeddedPostgres, type PostgresServer } from '../scripts/embedded-postgres.js'
-import type { Row, Sample } from './figures.js'
+import { median, type Row, type Sample } from './figures.js'
 import { loadGenerator, preloadedTagOf, type Load, type LoadGenerator } from './load-generator.js'
 import {
   ROOT, ServerProcesses, minorPageFaults, pinProcess, processCpuSeconds, processTreeCpuSeconds, rssMb, serverNodeFlags, serverPid,
@@ -17,6 +17,7 @@ import {
 
 export const CONNECTIONS = 50
 export const PRELOADED = 2000
+const PRELOAD_ATTEMPTS = 5
 export const LOADS: readonly Load[] = ['post', 'get', 'list']
 /** The rounds of a part whose ratios are medians of per-round ratios (updates, webhooks): more than the others have. */
 export const PAIRED_ROUNDS = 9
@@ -42,6 +43,30 @@ export interface Part {
 
 export type Machine = ReturnType<Harness['machine']>
 
+/**
+ * What the bare baseline's requests cost this machine during the run, in µs of CPU: the machine's
+ * regime. Its speed drifts about threefold between days, and a ratio that holds on a slow day (costly
+ * system calls, which the service's batching saves) can fail on a fast one, so every table is read
+ * with it.
+ */
+export interface Regime {
+  readonly postCpuUs: number
+  readonly getCpuUs: number
+  /** `backends` when that part's baseline measured it, `probe` when a short measurement at the start did. */
+  readonly measuredBy: 'backends' | 'probe'
+}
+
+/** A day whose baseline POST costs at most this much CPU is a fast one: issue 26's targets are set on such a day. */
+export const FAST_DAY_POST_CPU_US = 25
+const PROBE_ROUNDS = 3
+const PROBE_SECONDS = 2
+
+export function regimeLine (regime: Regime): string {
+  const day = regime.postCpuUs <= FAST_DAY_POST_CPU_US ? 'a fast day' : `not a fast day (one has a baseline POST at ${FAST_DAY_POST_CPU_US} µs or less)`
+  return `regime: the baseline (bare Fastify, no logging) spent ${regime.postCpuUs.toFixed(1)} µs of CPU per POST and ` +
+    `${regime.getCpuUs.toFixed(1)} per GET by id (${regime.measuredBy === 'backends' ? "the backends part's medians" : 'a probe at the start of this run'}): ${day}\n`
+}
+
 export class Harness {
   readonly quick: boolean
   readonly releaseRoot: string | undefined
@@ -53,6 +78,7 @@ export class Harness {
   readonly workFolder: string
   readonly servers: ServerProcesses
   #postgres: PostgresServer | undefined
+  #regime: Regime | undefined
 
   constructor (options: HarnessOptions) {
     this.quick = options.quick
@@ -114,18 +140,26 @@ export class Harness {
       `server ${sample.serverCpuUs.toFixed(1)} µs/req, ${this.generator.name} ${Math.round(sample.generatorCpuShare * 100)} % of a core\n`)
   }
 
-  /** Creates plants 1 to `count`, each with its `preloadedTagOf` tag. */
+  /**
+   * Creates plants 1 to `count`, each with its `preloadedTagOf` tag. A 503 is retried after its
+   * Retry-After, as a client should: a service just started on a busy machine may shed load.
+   */
   async preload (target: Target, count: number): Promise<void> {
     const ids = Array.from({ length: count }, (_, index) => BigInt(index + 1))
+    const create = async (id: bigint, attemptsLeft: number): Promise<void> => {
+      const response = await fetch(`${target.url}/plants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
+        body: `{"id":${id},"name":"plant ${id}","tag":"${preloadedTagOf(id)}"}`
+      })
+      if (response.status === 503 && attemptsLeft > 1) {
+        await new Promise((resolve) => setTimeout(resolve, Number(response.headers.get('retry-after') ?? 1) * 1000))
+        return create(id, attemptsLeft - 1)
+      }
+      if (response.status !== 200) throw new Error(`${target.name}: preload answered ${response.status}: ${await response.text()}`)
+    }
     for (let start = 0; start < ids.length; start += CONNECTIONS) {
-      await Promise.all(ids.slice(start, start + CONNECTIONS).map(async (id) => {
-        const response = await fetch(`${target.url}/plants`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${target.token}`, 'content-type': 'application/json' },
-          body: `{"id":${id},"name":"plant ${id}","tag":"${preloadedTagOf(id)}"}`
-        })
-        if (response.status !== 200) throw new Error(`${target.name}: preload answered ${response.status}`)
-      }))
+      await Promise.all(ids.slice(start, start + CONNECTIONS).map((id) => create(id, PRELOAD_ATTEMPTS)))
     }
     target.preloadedIds = ids
   }
@@ -143,6 +177,31 @@ export class Harness {
     return this.#postgres.adminUrl.replace(/\/postgres$/, `/${name}`)
   }
 
+  /** Takes the run's regime from the baseline rows of the backends part. */
+  recordRegime (baselineRows: ReadonlyArray<{ load: string, serverCpuUs: number }>): void {
+    const cpuOf = (load: Load) => baselineRows.find((row) => row.load === load)?.serverCpuUs ?? NaN
+    this.#regime = { postCpuUs: cpuOf('post'), getCpuUs: cpuOf('get'), measuredBy: 'backends' }
+  }
+
+  /** The run's regime: the backends part's when it ran, else measured once by a probe of the baseline (3 rounds of 2 s). */
+  async regime (): Promise<Regime> {
+    if (this.#regime !== undefined) return this.#regime
+    const baseline = await this.servers.startBaseline('baseline-probe')
+    try {
+      await this.preload(baseline, PRELOADED)
+      const post: number[] = []
+      const get: number[] = []
+      for (let round = 0; round < this.roundsOf(PROBE_ROUNDS); round++) {
+        post.push((await this.measure(baseline, 'post', this.quick ? 1 : PROBE_SECONDS)).serverCpuUs)
+        get.push((await this.measure(baseline, 'get', this.quick ? 1 : PROBE_SECONDS)).serverCpuUs)
+      }
+      this.#regime = { postCpuUs: median(post), getCpuUs: median(get), measuredBy: 'probe' }
+      return this.#regime
+    } finally {
+      await this.servers.stop(baseline)
+    }
+  }
+
   machine () {
     return {
       node: process.version,
@@ -153,7 +212,8 @@ export class Harness {
       serverNodeFlags: serverNodeFlags(ROOT).join(' '),
       connections: CONNECTIONS,
       rounds: this.rounds,
-      durationSeconds: this.durationSeconds
+      durationSeconds: this.durationSeconds,
+      ...(this.#regime === undefined ? {} : { regime: this.#regime })
     }
   }
 

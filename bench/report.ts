@@ -75,12 +75,13 @@ export const ratioRange = (ratios: number[]) => `${Math.min(...ratios).toFixed(3
 /** "N rounds of S s", as the tables' titles say it. */
 export const describeRounds = (rounds: number, seconds: number) => `${rounds} round${rounds === 1 ? '' : 's'} of ${seconds} s`
 
-/** The table of rows compared with one reference each: the backends' against the baseline. */
+/** The table of the backends' rows: ratios to the baseline, and to the baseline with Fastify's request logging. */
 export function printTable (rows: Row[], generatorName: string): void {
-  const header = ['target', 'load', 'req/s', '÷ baseline', 'p50 ms', 'p99 ms', 'server µs/req', 'CPU ÷ baseline', 'db µs/req', 'RSS MB', 'errors', `${generatorName} CPU`]
-  const lines = rows.map((row) => [row.target, row.load, String(row.rps), row.ratio.toFixed(2), String(row.p50), String(row.p99),
-    String(row.serverCpuUs), row.cpuRatio.toFixed(2), row.databaseCpuUs === 0 ? '' : String(row.databaseCpuUs), String(row.rssMb),
-    String(row.errors), generatorCell(row.generatorCpuShare, row.valid)])
+  const header = ['target', 'load', 'req/s', '÷ baseline', '÷ logged', 'p50 ms', 'p99 ms', 'server µs/req', 'CPU ÷ baseline', 'CPU ÷ logged',
+    'db µs/req', 'peak RSS MB', 'errors', `${generatorName} CPU`]
+  const lines = rows.map((row) => [row.target, row.load, String(row.rps), row.ratio.toFixed(2), row.second?.ratio.toFixed(2) ?? '',
+    String(row.p50), String(row.p99), String(row.serverCpuUs), row.cpuRatio.toFixed(2), row.second?.cpuRatio.toFixed(2) ?? '',
+    row.databaseCpuUs === 0 ? '' : String(row.databaseCpuUs), String(row.rssMb), String(row.errors), generatorCell(row.generatorCpuShare, row.valid)])
   process.stdout.write(`\n${formatTable(header, lines)}\n`)
   const invalid = rows.filter((row) => !row.valid)
   if (invalid.length > 0) {

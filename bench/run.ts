@@ -57,7 +57,10 @@
  * shipped Node.js flags and a young generation that cannot shrink below its shipped size (`benchNodeFlags`:
  * they idle between measurements).
  * Figures are medians over rounds; ratios are against the reference of the same run, named in each
- * row's `against`.
+ * row's `against` (the backends' rows have a second, `baseline-logged`: the baseline with Fastify's
+ * default request logging). Every part's tables are followed by the run's regime: the bare baseline's
+ * CPU per POST and GET, from the backends part or from a probe at the start of the run, and whether that
+ * makes a fast day (a baseline POST at 25 µs or less).
  *
  * Results go to bench/results/latest.json (quick.json with --quick) as `{ machine, rows }`. A run of
  * some parts only (--only) replaces those parts' rows in the file and keeps the others, with their
@@ -68,7 +71,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Row } from './figures.js'
-import { Harness, type Part } from './harness.js'
+import { Harness, regimeLine, type Part } from './harness.js'
 import { authFailureLimitPart } from './parts/auth-failure-limit.js'
 import { backendsPart } from './parts/backends.js'
 import { dataPart } from './parts/data.js'
@@ -116,11 +119,17 @@ if (releaseRoot !== undefined && !existsSync(join(releaseRoot, 'dist', 'server.j
 
 const harness = new Harness({ quick, releaseRoot })
 try {
+  // Measured first when no part measures it, so that it describes the same minutes as the tables.
+  if (scaleSizes !== undefined || !chosen.includes(backendsPart)) process.stderr.write(regimeLine(await harness.regime()))
   if (scaleSizes !== undefined) {
     await compareSizes(harness, scaleSizes)
+    process.stdout.write(`\n${regimeLine(await harness.regime())}`)
   } else {
     const rows: Row[] = []
-    for (const part of chosen) rows.push(...await part.compare(harness))
+    for (const part of chosen) {
+      rows.push(...await part.compare(harness))
+      process.stdout.write(`\n${regimeLine(await harness.regime())}`)
+    }
     const measuredOfFullRun = chosen.filter((part) => PARTS.includes(part))
     if (measuredOfFullRun.length > 0) writeResults(harness, rows, measuredOfFullRun, PARTS)
   }
