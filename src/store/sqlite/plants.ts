@@ -8,7 +8,7 @@ const MAX_READ_BATCH_SIZE = 500
 /**
  * A plant's JSON document as SQLite builds it: its `json_object` has `plantJson`'s keys in the same
  * order, and its strings are escaped as `JSON.stringify` escapes them. Built by SQLite, a page is read
- * in about two thirds of the time a row of values and a document built here take (docs/benchmarks.md).
+ * in about three quarters of the time a row of values and a document built here take (docs/benchmarks.md).
  */
 const PLANT_DOCUMENT = "CASE WHEN tag IS NULL THEN json_object('id', id, 'name', name) ELSE json_object('id', id, 'name', name, 'tag', tag) END"
 /** ...of a plant with a tag, as the plants of a tag's page are. */
