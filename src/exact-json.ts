@@ -84,7 +84,19 @@ const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
 // Integers with more digits than this are far outside int64; they need not be built exactly.
 const MAX_EXACT_DIGITS = 40
 
+/** A number literal without fraction or exponent: its value is its digits. */
+const NOT_AN_INTEGER_LITERAL = /[.eE]/
+/** Integer literals this short (sign included) are safe integers whose double is exact. */
+const SAFE_LITERAL_LENGTH = 15
+
 function exactNumber (literal: string): number | bigint {
+  if (!NOT_AN_INTEGER_LITERAL.test(literal)) {
+    if (literal.length <= SAFE_LITERAL_LENGTH) return Number(literal)
+    if (literal.length <= MAX_EXACT_DIGITS) {
+      const value = BigInt(literal)
+      return value >= -MAX_SAFE && value <= MAX_SAFE ? Number(value) : value
+    }
+  }
   const [, sign = '', whole = '', fraction = '', exponentText = '0'] = NUMBER_PARTS.exec(literal) ?? []
   let digits = (whole + fraction).replace(/^0+/, '')
   let exponent = Number(exponentText) - fraction.length
@@ -168,15 +180,25 @@ class ExactJsonParser {
   }
 
   private parseString (): string {
+    const { text } = this
     const start = this.position
     let end = start + 1
+    // Without escapes and raw control characters, the string is the text between its quotes.
+    let plain = true
     for (;;) {
-      const char = this.text[end]
-      if (char === undefined) this.fail('unterminated string')
-      if (char === '"') break
-      end += char === '\\' ? 2 : 1
+      const code = text.charCodeAt(end)
+      if (Number.isNaN(code)) this.fail('unterminated string')
+      if (code === 0x22) break
+      if (code === 0x5c) {
+        plain = false
+        end += 2
+      } else {
+        if (code < 0x20) plain = false
+        end++
+      }
     }
     this.position = end + 1
+    if (plain) return text.slice(start + 1, end)
     try {
       // JSON.parse decodes the escapes and refuses raw control characters, exactly as on the fast path.
       return JSON.parse(this.text.slice(start, this.position)) as string

@@ -8,6 +8,7 @@ import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } f
 import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
 import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, StoredPlant, StoredPlantPage } from '../schemas/plants.js'
 import { plantJson, plantRecord, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
+import { jsonString } from '../json-text.js'
 import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
@@ -110,10 +111,10 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     const plant = plantRecord(BigInt(id), name, tag)
     const outcome = await store.create(plant)
     if (outcome.status === 'conflict') throw plantIdConflict(plant.id)
-    return reply
+    reply
       .header('location', `/plants/${plant.id}`)
       .header('etag', entityTagOf(plantJson(plant.id, plant.name, plant.tag)))
-      .send(toPlant(outcome.plant))
+    return sendJsonDocument(reply, createdPlantJson(outcome.plant))
   })
 
   plants.get('', {
@@ -332,6 +333,7 @@ function sendJsonDocument (reply: FastifyReply, json: PlantJson | string): Fasti
   return reply.type('application/json; charset=utf-8').send(json)
 }
 
-function toPlant ({ name, tag }: PlantRecord): Plant {
-  return tag === undefined ? { name } : { name, tag }
+/** The body of a create, `Plant`: the plant's name, and its tag when it has one, written as the route's schema would serialize it. */
+function createdPlantJson ({ name, tag }: PlantRecord): string {
+  return tag === undefined ? `{"name":${jsonString(name)}}` : `{"name":${jsonString(name)},"tag":${jsonString(tag)}}`
 }

@@ -80,6 +80,18 @@ describe.each(backends)('POST /plants on $name', (backend) => {
       expect(response.body).toBe('{"name":"Mint � �"}')
     })
 
+    it('then a name and a tag that JSON escapes come back escaped as JSON.stringify escapes them', async () => {
+      const app = await build()
+      const name = 'say "hi" \\ \u0001\t\n 🌵 \u2028'
+      const tag = '\u001f"'
+
+      const response = await postPlant(app, { id: 17, name, tag })
+
+      expect(response.statusCode).toBe(200)
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8')
+      expect(response.body).toBe(`{"name":${JSON.stringify(name)},"tag":${JSON.stringify(tag)}}`)
+    })
+
     it('then Content-Type parameters such as charset=utf-8 are fine', async () => {
       const app = await build()
 

@@ -1,17 +1,18 @@
 import type { SqliteDatabase, Statement } from './driver.js'
 import { unlessTransient } from './transient-errors.js'
 import { ReadBatch } from '../read-batch.js'
-import { pageOf, plantJson, plantJsonOfTag, type PlantJson, type PlantStore } from '../plant-store.js'
+import { pageOf, type PlantJson, type PlantStore } from '../plant-store.js'
 
 const MAX_READ_BATCH_SIZE = 500
 
 /**
- * A plant read as one text, `id NUL name [NUL tag]`: the driver turns each value it returns into a
- * JavaScript value at a fixed cost, so one text per row reads a page in about two thirds of the time
- * three values take (docs/benchmarks.md). No name or tag holds U+0000 (the field rules refuse it).
+ * A plant's JSON document as SQLite builds it: its `json_object` has `plantJson`'s keys in the same
+ * order, and its strings are escaped as `JSON.stringify` escapes them. Built by SQLite, a page is read
+ * in about three quarters of the time a row of values and a document built here take (docs/benchmarks.md).
  */
-const PACKED_PLANT = "id || char(0) || name || CASE WHEN tag IS NULL THEN '' ELSE char(0) || tag END"
-const PACKED_ID_AND_NAME = 'id || char(0) || name'
+const PLANT_DOCUMENT = "CASE WHEN tag IS NULL THEN json_object('id', id, 'name', name) ELSE json_object('id', id, 'name', name, 'tag', tag) END"
+/** ...of a plant with a tag, as the plants of a tag's page are. */
+const TAGGED_PLANT_DOCUMENT = "json_object('id', id, 'name', name, 'tag', tag)"
 
 export interface SqlitePlantReads extends Pick<PlantStore, 'get' | 'list'> {
   /** Resolves once no batch of reads is under way. */
@@ -23,23 +24,19 @@ export interface SqlitePlantReads extends Pick<PlantStore, 'get' | 'list'> {
  * and pages of plants, all or by tag.
  */
 export function sqlitePlantReads (db: SqliteDatabase, onReadBatch: ((size: number) => void) | undefined): SqlitePlantReads {
-  const selectPlants = packedRows(db.prepare<[string]>(
-    `SELECT ${PACKED_PLANT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
-  const listFirst = packedRows(db.prepare<[number]>(`SELECT ${PACKED_PLANT} FROM plants ORDER BY id LIMIT ?`))
-  const listAfter = packedRows(db.prepare<[bigint, number]>(`SELECT ${PACKED_PLANT} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
-  // A tag's page leaves the tag out of its rows: it is the one asked for.
-  const listTagFirst = packedRows(db.prepare<[string, number]>(`SELECT ${PACKED_ID_AND_NAME} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
-  const listTagAfter = packedRows(db.prepare<[string, bigint, number]>(
-    `SELECT ${PACKED_ID_AND_NAME} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
+  const selectPlants = documents(db.prepare<[string]>(
+    `SELECT ${PLANT_DOCUMENT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
+  const listFirst = documents(db.prepare<[number]>(`SELECT ${PLANT_DOCUMENT} FROM plants ORDER BY id LIMIT ?`))
+  const listAfter = documents(db.prepare<[bigint, number]>(`SELECT ${PLANT_DOCUMENT} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
+  const listTagFirst = documents(db.prepare<[string, number]>(`SELECT ${TAGGED_PLANT_DOCUMENT} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
+  const listTagAfter = documents(db.prepare<[string, bigint, number]>(
+    `SELECT ${TAGGED_PLANT_DOCUMENT} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
 
   // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
   // driver for all of them costs about a third of a statement each (docs/benchmarks.md).
   const reads = new ReadBatch<bigint, PlantJson>(async (ids) => {
-    const packed = unlessTransient(() => selectPlants.all(`[${ids.join(',')}]`))
-    return new Map(packed.map((row) => {
-      const plant = unpack(row)
-      return [BigInt(plant.id), plant.json]
-    }))
+    const plants = unlessTransient(() => selectPlants.all(`[${ids.join(',')}]`))
+    return new Map(plants.map((json) => [idOfDocument(json), json]))
   }, MAX_READ_BATCH_SIZE, onReadBatch)
 
   return {
@@ -48,35 +45,22 @@ export function sqlitePlantReads (db: SqliteDatabase, onReadBatch: ((size: numbe
     },
     async list (request) {
       const { after, limit, tag } = request
-      if (tag !== undefined) {
-        const packed = unlessTransient(() => after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1))
-        const plantOfTag = plantJsonOfTag(tag)
-        const plants = packed.map((row) => {
-          const idEnd = row.indexOf('\0')
-          const id = row.slice(0, idEnd)
-          return { id, json: plantOfTag(id, row.slice(idEnd + 1)) }
-        })
-        return pageOf(plants.map((plant) => plant.json), request, (index) => BigInt(plants[index]?.id ?? ''))
-      }
-      const packed = unlessTransient(() => after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
-      const plants = packed.map(unpack)
-      return pageOf(plants.map((plant) => plant.json), request, (index) => BigInt(plants[index]?.id ?? ''))
+      const plants = unlessTransient(() => tag === undefined
+        ? (after === undefined ? listFirst.all(limit + 1) : listAfter.all(after, limit + 1))
+        : (after === undefined ? listTagFirst.all(tag, limit + 1) : listTagAfter.all(tag, after, limit + 1)))
+      return pageOf(plants, request, (index) => idOfDocument(plants[index] ?? ''))
     },
     whenIdle: () => reads.whenIdle()
   }
 }
 
-function packedRows<P extends unknown[]> (statement: Statement<P>): Statement<P, string> {
-  return statement.pluck(true) as unknown as Statement<P, string>
+function documents<P extends unknown[]> (statement: Statement<P>): Statement<P, PlantJson> {
+  return statement.pluck(true) as unknown as Statement<P, PlantJson>
 }
 
-/** The id (as decimal text) and the JSON document of a packed plant. */
-function unpack (packed: string): { readonly id: string, readonly json: PlantJson } {
-  const idEnd = packed.indexOf('\0')
-  const nameEnd = packed.indexOf('\0', idEnd + 1)
-  const id = packed.slice(0, idEnd)
-  const json = nameEnd === -1
-    ? plantJson(id, packed.slice(idEnd + 1), null)
-    : plantJson(id, packed.slice(idEnd + 1, nameEnd), packed.slice(nameEnd + 1))
-  return { id, json }
+/** The id of a plant's document, which begins `{"id":` and the id. */
+function idOfDocument (json: PlantJson): bigint {
+  return BigInt(json.slice(ID_START, json.indexOf(',', ID_START)))
 }
+
+const ID_START = '{"id":'.length

@@ -1,28 +1,53 @@
 import { GroupCommit } from '../group-commit.js'
-import { outcomeOfMeeting, recordOfRow } from '../plant-store.js'
-import type { WriteOperation, WriteOutcome } from '../write-operations.js'
+import { outcomeOfMeeting, recordOfRow, type PlantRecord } from '../plant-store.js'
+import type { CreateOperation, WriteOperation, WriteOutcome } from '../write-operations.js'
 import { asUnavailable } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
-import type { WriteEffect } from './writer-protocol.js'
+import { packCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
 
 const MAX_BATCH_SIZE = 256
 
 /**
  * Plant writes, group-committed by the writer thread (writer-plants.ts): the writes that arrive while
  * one batch commits share the next transaction and fsync. The thread reports each change's outcome and
- * the row each create met.
+ * the row each create met. A batch of creates alone crosses to the thread packed in one text.
  */
 export function sqliteGroupCommit (writer: SqliteWriter, onBatchCommitted: ((size: number) => void) | undefined): GroupCommit {
   const commitBatch = async (operations: readonly WriteOperation[]) => {
-    let effects
-    try {
-      effects = await writer.write(operations)
-    } catch (error) {
-      throw asUnavailable(error)
-    }
+    const plants = onlyCreates(operations)
+    const packed = plants === undefined ? undefined : packCreates(plants)
+    if (plants !== undefined && packed !== undefined) return outcomesOfCreates(plants, await unlessFailed(writer.createAll(packed)))
+    const effects = await unlessFailed(writer.write(operations))
     return operations.map((operation, index) => outcomeOf(operation, effects[index]))
   }
   return new GroupCommit(commitBatch, { backend: 'sqlite', maxBatchSize: MAX_BATCH_SIZE, onBatchCommitted })
+}
+
+/** The writer's answer; its failure as the store's `StoreUnavailableError` where it is one. */
+async function unlessFailed<Result> (answer: Promise<Result>): Promise<Result> {
+  try {
+    return await answer
+  } catch (error) {
+    throw asUnavailable(error)
+  }
+}
+
+/** The plants of a batch of creates; undefined when the batch holds another write. */
+function onlyCreates (operations: readonly WriteOperation[]): PlantRecord[] | undefined {
+  const plants: PlantRecord[] = []
+  for (const operation of operations) {
+    if (operation.kind !== 'create') return undefined
+    plants.push(operation.plant)
+  }
+  return plants
+}
+
+function outcomesOfCreates (plants: readonly PlantRecord[], effects: CreateEffects): WriteOutcome[] {
+  if (effects.inserted.length !== plants.length) throw new Error('the SQLite writer answered out of step')
+  let met = 0
+  return plants.map((plant, index) => effects.inserted[index] === '1'
+    ? { status: 'created', plant }
+    : outcomeOfCreate({ kind: 'create', plant }, { inserted: false, existing: effects.met[met++] }))
 }
 
 /** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
@@ -31,7 +56,10 @@ function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined):
     if (effect === undefined || !('outcome' in effect)) throw new Error('the SQLite writer answered out of step')
     return effect.outcome
   }
-  const { plant } = operation
+  return outcomeOfCreate(operation, effect)
+}
+
+function outcomeOfCreate ({ plant }: CreateOperation, effect: WriteEffect | undefined): WriteOutcome {
   if (effect === undefined || !('inserted' in effect)) throw new Error('the SQLite writer answered out of step')
   if (effect.inserted) return { status: 'created', plant }
   if (effect.existing === undefined) throw new Error(`plant ${plant.id} met a row that is not there`)

@@ -1,5 +1,5 @@
 import type { SqliteDatabase } from './driver.js'
-import type { WriteEffect } from './writer-protocol.js'
+import { unpackCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
 import { plantJson, recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation, type WriteOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
@@ -14,7 +14,14 @@ const INSERTED: WriteEffect = { inserted: true }
  * adapter on the main thread tells a replay from a conflict. A write that changed a row records its event in the same
  * transaction, one outbox row per enabled subscription that wants it.
  */
-export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOperation[]) => WriteEffect[] {
+export interface PlantWrites {
+  /** Runs a batch of writes in one transaction: each one's effect, in order. */
+  readonly write: (operations: readonly WriteOperation[]) => WriteEffect[]
+  /** Runs a batch of creates (`packCreates`) in one transaction. */
+  readonly createAll: (packed: string) => CreateEffects
+}
+
+export function plantWrites (db: SqliteDatabase): PlantWrites {
   const insert = db.prepare<[bigint, string, string | null]>(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
   const select = db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?')
@@ -45,7 +52,7 @@ export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOpe
     else if (before.tag !== tag) update.run(after.name, tag, after.id)
     else if (before.name !== after.name) rename.run(after.name, after.id)
     else return
-    recordEvent(before === undefined ? 'plant.created' : 'plant.updated', after.id, plantJson(after.id, after.name, tag))
+    if (subscribers.length > 0) recordEvent(before === undefined ? 'plant.created' : 'plant.updated', after.id, plantJson(after.id, after.name, tag))
   }
 
   const change = (operation: ChangeOperation): WriteEffect => {
@@ -54,7 +61,7 @@ export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOpe
     const { outcome, after } = decideChange(operation, before === undefined ? undefined : recordOfRow(before))
     if (outcome.status === 'deleted') {
       remove.run(id)
-      recordEvent('plant.deleted', id, deletedPlantBody(id))
+      if (subscribers.length > 0) recordEvent('plant.deleted', id, deletedPlantBody(id))
     } else if (outcome.status !== 'stale' && after !== undefined) {
       store(before, after)
     }
@@ -64,7 +71,8 @@ export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOpe
   const create = (plant: PlantRecord): WriteEffect => {
     const tag = plant.tag ?? null
     if (insert.run(plant.id, plant.name, tag).changes === 1) {
-      recordEvent('plant.created', plant.id, plantJson(plant.id, plant.name, tag))
+      // (Without subscribers there is no event to record, nor a body to build for one.)
+      if (subscribers.length > 0) recordEvent('plant.created', plant.id, plantJson(plant.id, plant.name, tag))
       return INSERTED
     }
     return { inserted: false, existing: select.get(plant.id) }
@@ -74,5 +82,23 @@ export function plantWrites (db: SqliteDatabase): (operations: readonly WriteOpe
     subscribers = subscriptions.all()
     return operations.map((operation) => operation.kind === 'create' ? create(operation.plant) : change(operation))
   })
-  return (operations) => write.immediate(operations)
+  const createAll = db.transaction((plants: readonly PlantRecord[]): CreateEffects => {
+    subscribers = subscriptions.all()
+    let inserted = ''
+    const met: Array<PlantRow | undefined> = []
+    for (const plant of plants) {
+      const effect = create(plant)
+      if (effect === INSERTED) {
+        inserted += '1'
+      } else {
+        inserted += '0'
+        met.push((effect as { existing: PlantRow | undefined }).existing)
+      }
+    }
+    return { inserted, met }
+  })
+  return {
+    write: (operations) => write.immediate(operations),
+    createAll: (packed) => createAll.immediate(unpackCreates(packed))
+  }
 }

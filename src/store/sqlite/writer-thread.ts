@@ -16,7 +16,7 @@ const port = parentPort
 const { file, busyTimeoutMs } = workerData as WriterThreadData
 
 const db = openWriterConnection(file, busyTimeoutMs)
-const write = plantWrites(db)
+const plants = plantWrites(db)
 const webhooks = webhookWrites(db)
 
 function runCommand<Command extends WebhookCommand> (request: WebhookRequest<Command>) {
@@ -35,7 +35,9 @@ port.on('message', (message: WriterMessage) => {
     return
   }
   try {
-    const result = 'operations' in message ? write(message.operations) : runCommand(message)
+    const result = 'creates' in message
+      ? plants.createAll(message.creates)
+      : 'operations' in message ? plants.write(message.operations) : runCommand(message)
     port.postMessage({ result } satisfies WriterReply)
   } catch (error) {
     port.postMessage({ error: errorOf(error) } satisfies WriterReply)

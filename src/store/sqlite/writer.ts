@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import {
-  CLOSE, type WebhookArguments, type WebhookCommand, type WebhookRequest, type WebhookResults, type WriteEffect, type WriterMessage, type WriterReply,
+  CLOSE, type CreateEffects, type WebhookArguments, type WebhookCommand, type WebhookRequest, type WebhookResults, type WriteEffect, type WriterMessage, type WriterReply,
   type WriterThreadData
 } from './writer-protocol.js'
 import type { WriteOperation } from '../write-operations.js'
@@ -35,6 +35,11 @@ export class SqliteWriter {
   /** Commits one batch of plant writes; at most one is in flight (the group commit sees to that). */
   write (operations: readonly WriteOperation[]): Promise<WriteEffect[]> {
     return this.send({ operations })
+  }
+
+  /** Commits one batch of creates (`packCreates`); at most one batch is in flight. */
+  createAll (packed: string): Promise<CreateEffects> {
+    return this.send({ creates: packed })
   }
 
   /** Runs one of the writer's webhook commands (writer-webhooks.ts) in its own transaction. */
