@@ -53,9 +53,9 @@
  *   npm run bench -- --help            this text
  *
  * Servers run on CPU 0 and the load generator (wrk, installed from Debian's packages when missing and
- * run as root; else autocannon in this process) on CPU 1 when `taskset` exists. Servers run with the
- * shipped Node.js flags and a young generation that cannot shrink below its shipped size (`benchNodeFlags`:
- * they idle between measurements).
+ * run as root; else autocannon in this process) on CPU 1 when `taskset` exists. Services run with the
+ * shipped Node.js flags only; the baseline's young generation cannot shrink below the shipped size
+ * (`benchNodeFlags`: servers idle between measurements).
  * Figures are medians over rounds; ratios are against the reference of the same run, named in each
  * row's `against` (the backends' rows have a second, `baseline-logged`: the baseline with Fastify's
  * default request logging). Every part's tables are followed by the run's regime: the bare baseline's

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=50
 // The `plantstore` command of a checkout (`npx plantstore …`, `node bin/plantstore.js …`): runs the
 // compiled CLI, dist/cli.js. In a fresh checkout, before any build, it builds first, as `npm start`
 // does; the build's output goes to stderr, so stdout holds only the command's own output.

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=50
 import { AccessTokenRegistry } from './auth/token-registry.js'
 import { parseCommandLine, UsageError, type Invocation } from './cli/command-line.js'
 import { runDataCommand } from './cli/data-commands.js'

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import { isIP } from 'node:net'
-import { Agent, request } from 'undici'
+import type { Agent, request } from 'undici'
 import type { ClaimedDelivery, SettledAttempt, WebhookStore } from '../store/webhook-store.js'
 import { CIRCUIT_THRESHOLD, CircuitBreaker } from './circuit-breaker.js'
 import { DeliveryShares, STOPPED_DURING_DELIVERY } from './delivery-shares.js'
@@ -70,7 +70,8 @@ const PRUNE_EVERY_MS = 10 * 60_000
  */
 export class WebhookDispatcher {
   private readonly owner = randomUUID()
-  private readonly agent: Agent
+  /** undici and the keep-alive agent, loaded at the first delivery: a service without one never pays their memory. */
+  private client: Promise<{ readonly agent: Agent, readonly request: typeof request }> | undefined
   private readonly stopping = new AbortController()
   private inFlight = 0
   /** Circuits per subscription, in this instance: how many receivers are being left alone (metrics). */
@@ -100,16 +101,6 @@ export class WebhookDispatcher {
     // A circuit's cool-down follows the retry schedule, so an event waits no longer than its retries would.
     this.circuits = new CircuitBreaker({ threshold: CIRCUIT_THRESHOLD, firstCoolDownMs: options.firstRetryMs, maxCoolDownMs: options.maxRetryMs }, log)
     this.shares = new DeliveryShares(Math.min(options.concurrencyPerSubscription, options.concurrency), options.concurrency, this.circuits)
-    this.agent = new Agent({
-      connections: options.concurrency,
-      keepAliveTimeout: 30_000,
-      headersTimeout: DELIVERY_TIMEOUT_MS,
-      bodyTimeout: DELIVERY_TIMEOUT_MS,
-      connect: {
-        timeout: DELIVERY_TIMEOUT_MS,
-        ...(options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup })
-      }
-    })
   }
 
   start (): void {
@@ -137,7 +128,7 @@ export class WebhookDispatcher {
     this.settleTimer = undefined
     this.settleAll()
     while (this.settling !== undefined) await this.settling
-    await this.agent.destroy()
+    if (this.client !== undefined) await (await this.client).agent.destroy()
   }
 
   private later (): void {
@@ -263,15 +254,33 @@ export class WebhookDispatcher {
     return Math.round(Math.min(this.options.maxRetryMs, doubled * (0.8 + 0.4 * Math.random())))
   }
 
+  private httpClient (): Promise<{ readonly agent: Agent, readonly request: typeof request }> {
+    this.client ??= import('undici').then(({ Agent, request }) => ({
+      request,
+      agent: new Agent({
+        connections: this.options.concurrency,
+        keepAliveTimeout: 30_000,
+        headersTimeout: DELIVERY_TIMEOUT_MS,
+        bodyTimeout: DELIVERY_TIMEOUT_MS,
+        connect: {
+          timeout: DELIVERY_TIMEOUT_MS,
+          ...(this.options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup })
+        }
+      })
+    }))
+    return this.client
+  }
+
   /** One signed POST; resolves with the receiver's status code. */
   private async post (delivery: ClaimedDelivery, at: number, traceHeaders?: Readonly<Record<string, string>>): Promise<number> {
     const url = new URL(delivery.url)
     const host = hostOf(url)
     // A name is checked where the socket resolves it (publicOnlyLookup); an address here.
     if (!this.options.allowPrivateNetworks && isIP(host) !== 0 && isInternalAddress(host)) throw new InternalAddressError(host, host)
+    const { agent, request } = await this.httpClient()
     const response = await request(url, {
       method: 'POST',
-      dispatcher: this.agent,
+      dispatcher: agent,
       headers: {
         'content-type': 'application/json',
         'user-agent': this.userAgent,
