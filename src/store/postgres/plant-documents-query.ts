@@ -38,8 +38,19 @@ export class PlantPageQuery extends PlantRowsQuery {
   readonly #limit: number
   readonly #lines: boolean
 
-  constructor (statement: { readonly name: string, readonly text: string }, values: unknown[], request: PageRequest) {
+  /**
+   * @param onSent called when the statement is written to a connection: from then on it sees the plants
+   *   committed before that moment, and none that a request arriving later must see may be missing from it
+   */
+  constructor (statement: { readonly name: string, readonly text: string }, values: unknown[], request: PageRequest, onSent?: () => void) {
     super(statement, values)
+    if (onSent !== undefined) {
+      const send = this.submit
+      this.submit = (connection) => {
+        onSent()
+        return send.call(this, connection)
+      }
+    }
     this.#limit = request.limit
     this.#lines = request.lines === true
     // Room for a page of plants with tags (the most pieces a row has), so that it never grows.

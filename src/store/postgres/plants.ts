@@ -1,6 +1,7 @@
 import { ReadBatch } from '../read-batch.js'
 import type { PlantJson, PlantStore } from '../plant-store.js'
 import { PlantDocumentsQuery, PlantPageQuery } from './plant-documents-query.js'
+import { SharedPages } from './shared-pages.js'
 import type { PostgresConnection } from './connection.js'
 
 const MAX_READ_BATCH_SIZE = 500
@@ -30,18 +31,25 @@ export function postgresPlantReads (
     await connection.submit(query)
     return query.documents
   }, MAX_READ_BATCH_SIZE, onReadBatch)
+  const pages = new SharedPages()
 
   return {
     get (id) {
       return reads.read(id)
     },
-    async list (request) {
-      const { after, limit, tag } = request
-      const query = tag === undefined
-        ? (after === undefined ? new PlantPageQuery(LIST_FIRST, [limit + 1], request) : new PlantPageQuery(LIST_AFTER, [after.toString(), limit + 1], request))
-        : (after === undefined ? new PlantPageQuery(LIST_TAG_FIRST, [tag, limit + 1], request) : new PlantPageQuery(LIST_TAG_AFTER, [tag, after.toString(), limit + 1], request))
-      await connection.submit(query)
-      return query.page()
+    list (request) {
+      return pages.read(request, async (onSent) => {
+        const { after, limit, tag } = request
+        const query = tag === undefined
+          ? (after === undefined
+              ? new PlantPageQuery(LIST_FIRST, [limit + 1], request, onSent)
+              : new PlantPageQuery(LIST_AFTER, [after.toString(), limit + 1], request, onSent))
+          : (after === undefined
+              ? new PlantPageQuery(LIST_TAG_FIRST, [tag, limit + 1], request, onSent)
+              : new PlantPageQuery(LIST_TAG_AFTER, [tag, after.toString(), limit + 1], request, onSent))
+        await connection.submit(query)
+        return query.page()
+      })
     }
   }
 }
