@@ -1,3 +1,4 @@
+import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { openMemoryStore } from '../../../src/store/memory/store.js'
 import type { PageRequest, PlantRecord, PlantStore } from '../../../src/store/plant-store.js'
@@ -63,5 +64,33 @@ describe('the PostgreSQL plant reads, which build documents from the rows\' text
     expect(await reads.get(0n)).toBe('{"id":0,"name":"no tag"}')
     // One connection (poolSize 1): whatever the reads prepared under a name would still be there.
     expect((await connection.query({ text: 'SELECT count(*)::int AS named FROM pg_prepared_statements' })).rows).toEqual([{ named: 0 }])
+  })
+
+  it('given requests for one page while its statement waits for a connection, they share it, and it holds a plant committed while they waited', async () => {
+    const url = await createTestDatabase()
+    await filled(await openPostgresStore(url, { poolSize: 1, connectTimeoutMs: 2000, statementTimeoutMs: 5000 }))
+    const connection = await openPostgresConnection(url, { poolSize: 1, connectTimeoutMs: 5000, statementTimeoutMs: 5000 })
+    onTestFinished(() => connection.close())
+    const reads = postgresPlantReads(connection, undefined)
+    let release = () => {}
+    const held = connection.transaction(() => new Promise<void>((resolve) => { release = resolve }))
+
+    const waiting = [reads.list({ limit: 2 }), reads.list({ limit: 2 }), reads.list({ limit: 2, lines: true }), reads.list({ limit: 2, tag: 'x' })]
+    const other = new pg.Client({ connectionString: url })
+    await other.connect()
+    await other.query('INSERT INTO plants (id, name) VALUES (-5, \'committed while waiting\')')
+    await other.end()
+    release()
+    await held
+    const [first, joined, lines, tagged] = await Promise.all(waiting)
+    const later = await reads.list({ limit: 2 })
+
+    const expected = '[{"id":-9223372036854775808,"name":"smallest","tag":"x"},{"id":-5,"name":"committed while waiting"}]'
+    expect(first).toEqual({ json: expected, nextAfter: -5n })
+    expect(joined).toBe(first)
+    expect(lines).toEqual({ json: '{"id":-9223372036854775808,"name":"smallest","tag":"x"}\n{"id":-5,"name":"committed while waiting"}\n', nextAfter: -5n })
+    expect(tagged).toEqual({ json: '[{"id":-9223372036854775808,"name":"smallest","tag":"x"},{"id":-1,"name":"quote \\" and backslash \\\\","tag":"x"}]', nextAfter: -1n })
+    expect(later).toEqual(first)
+    expect(later).not.toBe(first)
   })
 })
