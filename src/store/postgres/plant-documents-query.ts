@@ -12,8 +12,15 @@ interface DataRow { readonly fields: ReadonlyArray<string | null> }
  */
 abstract class PlantRowsQuery extends pg.Query {
   constructor (statement: { readonly name: string, readonly text: string }, values: unknown[]) {
-    super({ name: statement.name, text: statement.text, values })
+    // Given as text, the statement is not a config the driver copies property by property for each query.
+    super(statement.text)
+    const query = this as unknown as { name: string | undefined, values: unknown[] }
+    query.name = statement.name
+    query.values = values
   }
+
+  /** Replaces the driver's: no Result is told the columns, whose type parsers would go unused. */
+  handleRowDescription (): void {}
 
   /** Replaces the driver's row handling: no row object, no Result row. */
   handleDataRow (message: DataRow): void {
