@@ -15,6 +15,8 @@ export type PostgresConnectionOptions = PostgresPoolOptions
  */
 export interface PostgresConnection {
   query<Row extends pg.QueryResultRow> (config: pg.QueryConfig): Promise<pg.QueryResult<Row>>
+  /** Runs a query object that keeps what its rows hold itself (plant-documents-query.ts), as `query` runs a config. */
+  submit (query: pg.Query): Promise<void>
   /** `work` in one transaction on one pooled client, opened with `begin`. */
   transaction<T> (work: (client: pg.PoolClient) => Promise<T>, begin?: string): Promise<T>
   /**
@@ -79,6 +81,16 @@ export async function openPostgresConnection (connectionString: string, options:
         throw asStoreError(error)
       }
     },
+    async submit (query) {
+      await ensureSchema()
+      try {
+        await (boundsLoneStatements
+          ? inTransaction(pool, (client) => submitted(client, query), boundedBegin)
+          : submitted(pool, query))
+      } catch (error) {
+        throw asStoreError(error)
+      }
+    },
     async transaction (work, begin) {
       await ensureSchema()
       try {
@@ -130,6 +142,18 @@ export async function openPostgresConnection (connectionString: string, options:
     }
   }
   return connection
+}
+
+/**
+ * Runs `query` on `queryable` and resolves when it has completed. The callback form, whose callback the
+ * pool also gets when it cannot lend a connection: a query object handed over alone reports only through
+ * events the pool never sees.
+ */
+function submitted (queryable: pg.Pool | pg.ClientBase, query: pg.Query): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const withCallback = queryable.query as unknown as (this: typeof queryable, query: pg.Query, callback: (error: Error | undefined) => void) => void
+    withCallback.call(queryable, query, (error) => { if (error === undefined || error === null) resolve(); else reject(error) })
+  })
 }
 
 /** Applies the migrations this database has not seen, under an advisory lock that other starting instances wait for. */

@@ -76,7 +76,10 @@ export function createPostgresPool (connectionString: string, options: PostgresP
 class UnnamedStatementClient extends pg.Client {
   override query (...args: unknown[]): never {
     const [config] = args
-    if (typeof config === 'object' && config !== null && 'name' in config && typeof config.name === 'string') {
+    if (config instanceof pg.Query) {
+      // A query object of plantstore's own (plant-documents-query.ts), made for this one run.
+      (config as { name?: string | undefined }).name = undefined
+    } else if (typeof config === 'object' && config !== null && 'name' in config && typeof config.name === 'string') {
       args[0] = { ...config, name: undefined }
     }
     return (super.query as (...args: unknown[]) => never)(...args)
