@@ -71,8 +71,8 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   })
   const leased = db.prepare<[bigint, string]>('SELECT 1 FROM webhook_outbox WHERE id = ? AND lease_owner = ?').pluck()
   const subscriptionExists = db.prepare<[string]>('SELECT 1 FROM webhook_subscriptions WHERE id = ?').pluck()
-  const delivered = db.prepare<[bigint]>('DELETE FROM webhook_outbox WHERE id = ?')
-  const countDelivered = db.prepare<[string]>('UPDATE webhook_subscriptions SET delivered = delivered + 1 WHERE id = ?')
+  const deliveredIfLeased = db.prepare<[bigint, string]>('DELETE FROM webhook_outbox WHERE id = ? AND lease_owner = ?')
+  const countDelivered = db.prepare<[number, string]>('UPDATE webhook_subscriptions SET delivered = delivered + ? WHERE id = ?')
   const retryLater = db.prepare<[number | undefined, bigint]>(
     'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = ?, lease_until = 0, lease_owner = NULL WHERE id = ?')
   const failOne = db.prepare<[number, bigint]>(
@@ -98,15 +98,19 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   const pruneAttempts = db.prepare<[number]>(
     `DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts ORDER BY id LIMIT ${PRUNE_CHUNK}) AND at < ?`)
 
-  const settleOne = (owner: string, { delivery, at, statusCode, error, result, nextAttemptAt }: SettledAttemptRecord) => {
-    if (subscriptionExists.get(delivery.subscriptionId) === undefined) return
+  /** Records one attempt; a delivered one is counted in `deliveredOf`, whose counts the batch writes once per subscription. */
+  const settleOne = (owner: string, { delivery, at, statusCode, error, result, nextAttemptAt }: SettledAttemptRecord, deliveredOf: Map<string, number>) => {
+    const count = deliveredOf.get(delivery.subscriptionId)
+    if (count === undefined) {
+      if (subscriptionExists.get(delivery.subscriptionId) === undefined) return
+      deliveredOf.set(delivery.subscriptionId, 0)
+    }
     insertAttempt.run(delivery.subscriptionId, delivery.eventId, delivery.type, delivery.attempts + 1, statusCode ?? null, error ?? null, at)
-    if (leased.get(delivery.id, owner) === undefined) return
     if (result === 'delivered') {
-      delivered.run(delivery.id)
-      countDelivered.run(delivery.subscriptionId)
+      if (deliveredIfLeased.run(delivery.id, owner).changes === 1) deliveredOf.set(delivery.subscriptionId, (count ?? 0) + 1)
       return
     }
+    if (leased.get(delivery.id, owner) === undefined) return
     const message = error ?? `HTTP ${statusCode}`
     if (result === 'retry') {
       retryLater.run(nextAttemptAt, delivery.id)
@@ -121,7 +125,10 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
     noteError.run(message, at, failures, delivery.subscriptionId)
   }
   const settle = db.transaction(({ owner, attempts }: Settlement) => {
-    for (const attempt of attempts) settleOne(owner, attempt)
+    // A subscription deleted meanwhile is looked up once a batch; its attempts are not recorded.
+    const deliveredOf = new Map<string, number>()
+    for (const attempt of attempts) settleOne(owner, attempt, deliveredOf)
+    for (const [subscriptionId, count] of deliveredOf) if (count > 0) countDelivered.run(count, subscriptionId)
   })
 
   // Leases and outcomes are worth a redelivery at most: their commits need not wait for the disk.
