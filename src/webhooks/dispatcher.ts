@@ -163,6 +163,8 @@ export class WebhookDispatcher {
     if (this.claiming !== undefined || free <= 0 || this.stopping.signal.aborted) return
     let claimed: ClaimedDelivery[] = []
     this.claiming = (async () => {
+      // Outcomes waiting to be recorded ride along (unless a settle is under way, whose order they keep).
+      const settled = this.settling === undefined ? this.toSettle.splice(0) : []
       try {
         const now = Date.now()
         if (now - this.lastPrune > PRUNE_EVERY_MS) {
@@ -175,11 +177,13 @@ export class WebhookDispatcher {
           leaseMs: this.options.leaseMs,
           limit: free,
           perSubscription: this.shares.newcomerShare(),
-          subscriptionLimits: this.shares.limits(now)
+          subscriptionLimits: this.shares.limits(now),
+          ...(settled.length === 0 ? {} : { settled })
         })
         if (this.outboxUnreadable) this.log.warn({}, 'webhooks: the outbox can be read again')
         this.outboxUnreadable = false
       } catch (error) {
+        if (settled.length > 0) this.outcomesLost(error, settled.length)
         // Said once per outage, not at every poll.
         if (!this.outboxUnreadable) this.log.warn({ err: error }, 'webhooks: cannot read the outbox; trying again every poll')
         this.outboxUnreadable = true
@@ -228,15 +232,17 @@ export class WebhookDispatcher {
     if (this.settling !== undefined || this.toSettle.length === 0) return
     const batch = this.toSettle.splice(0)
     this.settling = this.store.settle(this.owner, batch)
-      .catch((error: unknown) => {
-        // The events stay leased to this instance until the lease runs out; then they go out again.
-        this.log.warn({ err: error, attempts: batch.length }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
-      })
+      .catch((error: unknown) => { this.outcomesLost(error, batch.length) })
       .finally(() => {
         this.settling = undefined
         if (this.stopping.signal.aborted) this.settleAll()
         else this.settleSoon()
       })
+  }
+
+  private outcomesLost (error: unknown, attempts: number): void {
+    // The events stay leased to this instance until the lease runs out; then they go out again.
+    this.log.warn({ err: error, attempts }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
   }
 
   private async attempt (delivery: ClaimedDelivery, traceHeaders?: Readonly<Record<string, string>>): Promise<SettledAttempt> {
