@@ -39,11 +39,14 @@ export class DeliveryShares {
     else if (error !== STOPPED_DURING_DELIVERY) this.circuits.failed(subscriptionId, now)
   }
 
-  /** Attempts under way of the subscriptions that may take no more now (at their share, or their circuit open). */
-  heldByFull (now: number): number {
-    let held = 0
-    for (const [subscriptionId, limit] of this.limits(now)) if (limit === 0) held += this.inFlight.get(subscriptionId) ?? 0
-    return held
+  /**
+   * Whether at least half of the subscription's share is free now: its share (or its circuit's cap)
+   * less its attempts under way. With nothing under way it has its whole newcomer's share.
+   */
+  halfFree (subscriptionId: string, now: number): boolean {
+    const count = this.inFlight.get(subscriptionId) ?? 0
+    const share = this.circuits.capOf(subscriptionId, now) ?? (count === 0 ? this.newcomerShare() : this.shareBeside(this.inFlight.size - 1))
+    return share > 0 && 2 * (share - count) >= share
   }
 
   /** What a claim may take of the subscriptions below their full share (the claim's `subscriptionLimits`). */

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto'
-import { setMaxListeners } from 'node:events'
 import { isIP } from 'node:net'
-import type { Agent, request } from 'undici'
+import type { Agent } from 'undici'
 import type { ClaimedDelivery, SettledAttempt, WebhookStore } from '../store/webhook-store.js'
 import { CIRCUIT_THRESHOLD, CircuitBreaker } from './circuit-breaker.js'
 import { DeliveryShares, STOPPED_DURING_DELIVERY } from './delivery-shares.js'
 import { hostOf, InternalAddressError, isInternalAddress, publicOnlyLookup } from './network.js'
-import { DELIVERY_TIMEOUT_MS, describe, readAtMost } from './receiver-answers.js'
+import { DELIVERY_TIMEOUT_MS, describe } from './receiver-answers.js'
+import { ReceiverPosts } from './receiver-post.js'
 import type { SecretBox } from './secrets.js'
-import { signatureHeader, webhookTimestamp } from './signature.js'
+import { signatureHeader, SigningKeys, webhookTimestamp } from './signature.js'
 
 export interface DispatcherOptions {
   /** Deliveries this instance has under way at once. */
@@ -51,8 +51,6 @@ export interface DispatcherLog {
   debug (details: object, message: string): void
 }
 
-/** Of a receiver's answer only this much is read; a longer one is cut off with its connection. */
-const MAX_RESPONSE_BYTES = 4096
 const ATTEMPT_RETENTION_MS = 7 * 24 * 3600_000
 /**
  * Outcomes are recorded together, at most this long after the first of them: one transaction for tens
@@ -60,6 +58,16 @@ const ATTEMPT_RETENTION_MS = 7 * 24 * 3600_000
  */
 const SETTLE_GATHER_MS = 10
 const PRUNE_EVERY_MS = 10 * 60_000
+/** Subscription URLs whose parts are kept; past that the cache starts again. */
+const MOST_TARGETS = 10_000
+
+/** Where a subscription's URL posts to, as undici's `request` would make it of the URL. */
+interface ReceiverTarget {
+  readonly origin: string
+  readonly path: string
+  /** The address written out in the URL when it is one that is not allowed. */
+  readonly refusedAddress: string | undefined
+}
 
 /**
  * Delivers the outbox: claims due events (each under a lease, so with several instances exactly one
@@ -70,8 +78,11 @@ const PRUNE_EVERY_MS = 10 * 60_000
  */
 export class WebhookDispatcher {
   private readonly owner = randomUUID()
-  /** undici and the keep-alive agent, loaded at the first delivery: a service without one never pays their memory. */
-  private client: Promise<{ readonly agent: Agent, readonly request: typeof request }> | undefined
+  /** undici and its keep-alive agent, loaded at the first delivery: a service without one never holds them. */
+  private agent: Promise<Agent> | undefined
+  private readonly posts: ReceiverPosts
+  private readonly keys: SigningKeys
+  private readonly targets = new Map<string, ReceiverTarget>()
   private readonly stopping = new AbortController()
   private inFlight = 0
   /** Circuits per subscription, in this instance: how many receivers are being left alone (metrics). */
@@ -96,11 +107,11 @@ export class WebhookDispatcher {
     private readonly log: DispatcherLog,
     private readonly userAgent: string
   ) {
-    // Every delivery under way listens to this one signal.
-    setMaxListeners(options.concurrency + 10, this.stopping.signal)
     // A circuit's cool-down follows the retry schedule, so an event waits no longer than its retries would.
     this.circuits = new CircuitBreaker({ threshold: CIRCUIT_THRESHOLD, firstCoolDownMs: options.firstRetryMs, maxCoolDownMs: options.maxRetryMs }, log)
     this.shares = new DeliveryShares(Math.min(options.concurrencyPerSubscription, options.concurrency), options.concurrency, this.circuits)
+    this.posts = new ReceiverPosts(() => this.deliveryAgent())
+    this.keys = new SigningKeys(secrets)
   }
 
   start (): void {
@@ -121,6 +132,7 @@ export class WebhookDispatcher {
    */
   async stop (): Promise<void> {
     this.stopping.abort()
+    this.posts.stop(new Error(STOPPED_DURING_DELIVERY))
     clearTimeout(this.timer)
     await this.claiming
     await Promise.allSettled(this.deliveries)
@@ -128,7 +140,21 @@ export class WebhookDispatcher {
     this.settleTimer = undefined
     this.settleAll()
     while (this.settling !== undefined) await this.settling
-    if (this.client !== undefined) await (await this.client).agent.destroy()
+    if (this.agent !== undefined) await (await this.agent).destroy()
+  }
+
+  private deliveryAgent (): Promise<Agent> {
+    this.agent ??= import('undici').then(({ Agent }) => new Agent({
+      connections: this.options.concurrency,
+      keepAliveTimeout: 30_000,
+      headersTimeout: DELIVERY_TIMEOUT_MS,
+      bodyTimeout: DELIVERY_TIMEOUT_MS,
+      connect: {
+        timeout: DELIVERY_TIMEOUT_MS,
+        ...(this.options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup })
+      }
+    }))
+    return this.agent
   }
 
   private later (): void {
@@ -142,6 +168,8 @@ export class WebhookDispatcher {
     if (this.claiming !== undefined || free <= 0 || this.stopping.signal.aborted) return
     let claimed: ClaimedDelivery[] = []
     this.claiming = (async () => {
+      // Outcomes waiting to be recorded ride along (unless a settle is under way, whose order they keep).
+      const settled = this.settling === undefined ? this.toSettle.splice(0) : []
       try {
         const now = Date.now()
         if (now - this.lastPrune > PRUNE_EVERY_MS) {
@@ -154,11 +182,13 @@ export class WebhookDispatcher {
           leaseMs: this.options.leaseMs,
           limit: free,
           perSubscription: this.shares.newcomerShare(),
-          subscriptionLimits: this.shares.limits(now)
+          subscriptionLimits: this.shares.limits(now),
+          ...(settled.length === 0 ? {} : { settled })
         })
         if (this.outboxUnreadable) this.log.warn({}, 'webhooks: the outbox can be read again')
         this.outboxUnreadable = false
       } catch (error) {
+        if (settled.length > 0) this.outcomesLost(error, settled.length)
         // Said once per outage, not at every poll.
         if (!this.outboxUnreadable) this.log.warn({ err: error }, 'webhooks: cannot read the outbox; trying again every poll')
         this.outboxUnreadable = true
@@ -187,9 +217,10 @@ export class WebhookDispatcher {
       this.deliveries.delete(done)
       this.toSettle.push(settled)
       this.settleSoon()
-      // Claims wait until half the slots are free, not counting those held by subscriptions that may take no more.
-      const held = this.shares.heldByFull(Date.now())
-      if (this.inFlight - held <= (this.options.concurrency - held) / 2) this.wake()
+      // A claim is one transaction of the store's: it waits until it can take half a share of the
+      // subscription whose attempt ended, rather than one row at every attempt's end. The poll finds
+      // the events of others meanwhile.
+      if (this.shares.halfFree(settled.delivery.subscriptionId, Date.now())) this.wake()
     })
     this.deliveries.add(done)
   }
@@ -206,15 +237,17 @@ export class WebhookDispatcher {
     if (this.settling !== undefined || this.toSettle.length === 0) return
     const batch = this.toSettle.splice(0)
     this.settling = this.store.settle(this.owner, batch)
-      .catch((error: unknown) => {
-        // The events stay leased to this instance until the lease runs out; then they go out again.
-        this.log.warn({ err: error, attempts: batch.length }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
-      })
+      .catch((error: unknown) => { this.outcomesLost(error, batch.length) })
       .finally(() => {
         this.settling = undefined
         if (this.stopping.signal.aborted) this.settleAll()
         else this.settleSoon()
       })
+  }
+
+  private outcomesLost (error: unknown, attempts: number): void {
+    // The events stay leased to this instance until the lease runs out; then they go out again.
+    this.log.warn({ err: error, attempts }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
   }
 
   private async attempt (delivery: ClaimedDelivery, traceHeaders?: Readonly<Record<string, string>>): Promise<SettledAttempt> {
@@ -254,48 +287,38 @@ export class WebhookDispatcher {
     return Math.round(Math.min(this.options.maxRetryMs, doubled * (0.8 + 0.4 * Math.random())))
   }
 
-  private httpClient (): Promise<{ readonly agent: Agent, readonly request: typeof request }> {
-    this.client ??= import('undici').then(({ Agent, request }) => ({
-      request,
-      agent: new Agent({
-        connections: this.options.concurrency,
-        keepAliveTimeout: 30_000,
-        headersTimeout: DELIVERY_TIMEOUT_MS,
-        bodyTimeout: DELIVERY_TIMEOUT_MS,
-        connect: {
-          timeout: DELIVERY_TIMEOUT_MS,
-          ...(this.options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup })
-        }
-      })
-    }))
-    return this.client
-  }
-
   /** One signed POST; resolves with the receiver's status code. */
   private async post (delivery: ClaimedDelivery, at: number, traceHeaders?: Readonly<Record<string, string>>): Promise<number> {
-    const url = new URL(delivery.url)
-    const host = hostOf(url)
-    // A name is checked where the socket resolves it (publicOnlyLookup); an address here.
-    if (!this.options.allowPrivateNetworks && isIP(host) !== 0 && isInternalAddress(host)) throw new InternalAddressError(host, host)
-    const { agent, request } = await this.httpClient()
-    const response = await request(url, {
-      method: 'POST',
-      dispatcher: agent,
-      headers: {
-        'content-type': 'application/json',
-        'user-agent': this.userAgent,
-        'webhook-id': delivery.eventId,
-        'webhook-timestamp': String(webhookTimestamp(at)),
-        'webhook-signature': signatureHeader(delivery, at, this.secrets),
-        'webhook-event': delivery.type,
-        ...traceHeaders
-      },
-      body: delivery.body,
-      // The agent's headersTimeout bounds the wait for the status to 10 s; a timer per delivery
-      // (AbortSignal.timeout) cost more than the HMAC.
-      signal: this.stopping.signal
-    })
-    await readAtMost(response.body, MAX_RESPONSE_BYTES, at + DELIVERY_TIMEOUT_MS)
-    return response.statusCode
+    const { origin, path, refusedAddress } = this.targetOf(delivery.url)
+    if (refusedAddress !== undefined) throw new InternalAddressError(refusedAddress, refusedAddress)
+    const headers = [
+      'content-type', 'application/json',
+      'user-agent', this.userAgent,
+      'webhook-id', delivery.eventId,
+      'webhook-timestamp', String(webhookTimestamp(at)),
+      'webhook-signature', signatureHeader(delivery, at, this.keys),
+      'webhook-event', delivery.type
+    ]
+    if (traceHeaders !== undefined) for (const name in traceHeaders) headers.push(name, traceHeaders[name] as string)
+    // The agent's headersTimeout bounds the wait for the status to 10 s; a timer per delivery
+    // (AbortSignal.timeout) cost more than the HMAC.
+    return await this.posts.post({ origin, path, headers, body: delivery.body, deadline: at + DELIVERY_TIMEOUT_MS })
+  }
+
+  /** The parts of a subscription's URL, parsed once. */
+  private targetOf (url: string): ReceiverTarget {
+    const known = this.targets.get(url)
+    if (known !== undefined) return known
+    const parsed = new URL(url)
+    const host = hostOf(parsed)
+    const target: ReceiverTarget = {
+      origin: parsed.origin,
+      path: parsed.search === '' ? parsed.pathname : `${parsed.pathname}${parsed.search}`,
+      // A name is checked where the socket resolves it (publicOnlyLookup); an address here.
+      refusedAddress: !this.options.allowPrivateNetworks && isIP(host) !== 0 && isInternalAddress(host) ? host : undefined
+    }
+    if (this.targets.size >= MOST_TARGETS) this.targets.clear()
+    this.targets.set(url, target)
+    return target
   }
 }

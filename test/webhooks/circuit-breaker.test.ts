@@ -68,7 +68,7 @@ describe('a circuit per subscription', () => {
     expect(shares.limits(1000)).toEqual(new Map([['slow', 1]]))
     shares.started('slow')
     expect(shares.limits(1000)).toEqual(new Map([['slow', 0]]))
-    expect(shares.heldByFull(1000)).toBe(1)
+    expect(shares.halfFree('slow', 1000)).toBe(false)
     shares.ended(attemptOf('slow', 'retry', 'the service stopped during the delivery'), 1000)
     expect(shares.limits(1000)).toEqual(new Map([['slow', 1]]))
   })
@@ -79,7 +79,18 @@ describe('a circuit per subscription', () => {
     expect({ limits: shares.limits(0), newcomer: shares.newcomerShare() }).toEqual({ limits: new Map([['slow-a', 0]]), newcomer: 10 })
     for (let attempt = 0; attempt < 10; attempt++) shares.started('slow-b')
     // Two slow receivers hold 26 of 32 slots and may take no more: 32 / (1 other + 2) = 10 each.
-    expect({ limits: shares.limits(0), newcomer: shares.newcomerShare(), heldByFull: shares.heldByFull(0) })
-      .toEqual({ limits: new Map([['slow-a', 0], ['slow-b', 0]]), newcomer: 8, heldByFull: 26 })
+    expect({ limits: shares.limits(0), newcomer: shares.newcomerShare(), halfFree: [shares.halfFree('slow-a', 0), shares.halfFree('new', 0)] })
+      .toEqual({ limits: new Map([['slow-a', 0], ['slow-b', 0]]), newcomer: 8, halfFree: [false, true] })
+  })
+
+  it('tells that a claim is worth making once half of a subscription\'s share is free, not at every attempt\'s end', () => {
+    const shares = new DeliveryShares(16, 32, new CircuitBreaker(OPTIONS, recordingLog()))
+    for (let attempt = 0; attempt < 16; attempt++) shares.started('quick')
+    const halfFreeAfterEachEnd: boolean[] = []
+    for (let attempt = 0; attempt < 16; attempt++) {
+      shares.ended(attemptOf('quick', 'delivered'), 0)
+      halfFreeAfterEachEnd.push(shares.halfFree('quick', 0))
+    }
+    expect(halfFreeAfterEachEnd).toEqual([...Array(7).fill(false), ...Array(9).fill(true)])
   })
 })

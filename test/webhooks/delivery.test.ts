@@ -7,6 +7,7 @@ import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { newSigningSecret } from '../../src/webhooks/secrets.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { backends, bearer, buildTestApp, postPlant, temporaryFolder } from '../helpers/app.js'
+import { listenOnLoopback, serverOfWholeRequests } from '../helpers/test-servers.js'
 import { WebhookReceiver, type ReceivedDelivery } from '../helpers/webhook-receiver.js'
 import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
@@ -322,5 +323,51 @@ describe('a receiver that answers with a redirect', () => {
     const attempts = await app.inject({ method: 'GET', url: `/admin/webhooks/${subscription}/deliveries`, headers: bearer(ADMIN_TOKEN) })
     expect(attempts.json<Array<{ attempt: number, statusCode?: number }>>().map(({ attempt, statusCode }) => ({ attempt, statusCode })))
       .toEqual([{ attempt: 2, statusCode: 204 }, { attempt: 1, statusCode: 307 }])
+  })
+})
+
+const LONG_ANSWER_BYTES = 64 << 20
+
+describe('a receiver that answers with a body', () => {
+  it('is read up to 4 KiB: a longer answer counts by its status and is cut off with its connection, a short one is read whole', async () => {
+    const app = await buildTestApp({ tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const received: string[] = []
+    const answersCutOff: boolean[] = []
+    const server = serverOfWholeRequests((_request, body, response) => {
+      received.push(body.toString('utf8'))
+      const index = received.length - 1
+      response.writeHead(200, { 'content-type': 'text/plain' })
+      if (index > 0) {
+        response.end('ok', () => { answersCutOff[index] = false })
+        return
+      }
+      // 64 MiB, 64 KiB at a time, unless the connection closes first.
+      const chunk = Buffer.alloc(1 << 16, 'x')
+      let handedOver = 0
+      response.on('close', () => { answersCutOff[index] = handedOver < LONG_ANSWER_BYTES })
+      const more = () => {
+        while (handedOver < LONG_ANSWER_BYTES && !response.destroyed) {
+          handedOver += chunk.length
+          if (!response.write(chunk)) return
+        }
+        if (handedOver >= LONG_ANSWER_BYTES) response.end()
+      }
+      response.on('drain', more)
+      more()
+    })
+    const port = await listenOnLoopback(server, () => new Promise((resolve) => { server.close(() => { resolve() }); server.closeAllConnections() }))
+    const created = await app.inject({ method: 'POST', url: '/admin/webhooks', headers: bearer(ADMIN_TOKEN), payload: { url: `http://127.0.0.1:${port}/hooks` } })
+    const subscription = created.json<{ id: string }>().id
+
+    for (const id of [1, 2, 3]) {
+      expect((await postPlant(app, { id, name: `Plant ${id}` })).statusCode).toBe(200)
+      await waitFor(() => subscriptionStatus(app, subscription), (status) => status.delivered === id)
+    }
+
+    expect(received).toEqual(['{"id":1,"name":"Plant 1"}', '{"id":2,"name":"Plant 2"}', '{"id":3,"name":"Plant 3"}'])
+    expect(answersCutOff).toEqual([true, false, false])
+    expect(await subscriptionStatus(app, subscription)).toMatchObject({ pending: 0, delivered: 3, failed: 0 })
+    expect((await deliveryAttempts(app, subscription)).map(({ attempt, statusCode, error }) => ({ attempt, statusCode, error })))
+      .toEqual([1, 1, 1].map((attempt) => ({ attempt, statusCode: 200, error: undefined })))
   })
 })

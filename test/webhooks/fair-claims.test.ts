@@ -79,4 +79,24 @@ describe.each(backends)('fair claims across subscriptions ($name)', (backend) =>
     expect(claimed.map((delivery) => ({ plant: Number(delivery.plantId), type: delivery.type, subscription: delivery.subscriptionId })))
       .toEqual([{ plant: 1, type: 'plant.created', subscription }, { plant: 2, type: 'plant.created', subscription }])
   })
+
+  it('records the outcomes a claim carries before it claims: a delivered event is done, and its plant\'s next event is claimed at once', async () => {
+    const store = await backend.open()
+    onTestFinished(() => store.close())
+    const subscription = await addSubscription(store)
+    await createPlants(store, 1, 1)
+    expect((await store.put({ id: 1n, name: 'renamed' })).status).toBe('replaced')
+    const now = Date.now() + 1000
+    const [created] = await store.webhooks.claim({ owner: 'a', now, leaseMs: 30_000, limit: 16 })
+    if (created === undefined) throw new Error('nothing claimed')
+
+    const claimed = await store.webhooks.claim({
+      owner: 'a', now, leaseMs: 30_000, limit: 16, settled: [{ delivery: created, at: now, statusCode: 204, result: 'delivered' }]
+    })
+
+    expect(claimed.map((delivery) => ({ plant: Number(delivery.plantId), type: delivery.type }))).toEqual([{ plant: 1, type: 'plant.updated' }])
+    expect(await store.webhooks.getSubscription(subscription)).toMatchObject({ pending: 1, delivered: 1, failed: 0 })
+    expect((await store.webhooks.listAttempts(subscription, { limit: 10 })).attempts.map(({ eventId, statusCode, attempt }) => ({ eventId, statusCode, attempt })))
+      .toEqual([{ eventId: created.eventId, statusCode: 204, attempt: 1 }])
+  })
 })

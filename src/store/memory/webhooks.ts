@@ -111,6 +111,7 @@ export class MemoryWebhookStore implements WebhookStore {
 
   async claim (request: ClaimRequest): Promise<ClaimedDelivery[]> {
     const { owner, now, leaseMs, limit } = request
+    for (const attempt of request.settled ?? []) this.settleOne(owner, attempt)
     const candidates = new Map<string, OutboxEntry[]>()
     const plantsWithEarlierEvents = new Set<string>()
     for (const row of this.outbox.values()) {

@@ -98,6 +98,8 @@ export function postgresWebhookStore (connection: PostgresConnection): WebhookSt
     },
     async claim (request) {
       const { owner, now, leaseMs, limit } = request
+      // Its own transaction before the claim's, which is one statement.
+      if (request.settled !== undefined) await this.settle(owner, request.settled)
       const lower = [...request.subscriptionLimits ?? []]
       const values = [now, limit, now + leaseMs, owner, claimShare(request), lower.map(([id]) => id), lower.map(([, n]) => Math.max(0, n))]
       const { rows } = await connection.query<OutboxRow & ClaimedSubscriptionRow>({ ...CLAIM_OUTBOX, values })

@@ -1,12 +1,20 @@
 import type { SqliteDatabase } from './driver.js'
 import { asUnavailable, unlessTransient } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
-import type { WebhookArguments, WebhookCommand, WebhookResults } from './writer-protocol.js'
+import type { SettledAttemptRecord, WebhookArguments, WebhookCommand, WebhookResults } from './writer-protocol.js'
 import {
   ATTEMPT_COLUMNS, attemptPageOf, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
   SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type ClaimedSubscriptionRow,
-  type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
+  type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
 } from '../webhook-store.js'
+
+/** What the writer records of an attempt: its delivery's body, URL and secrets stay on this thread. */
+function settledRecordOf ({ delivery, ...outcome }: SettledAttempt): SettledAttemptRecord {
+  return {
+    ...outcome,
+    delivery: { id: delivery.id, subscriptionId: delivery.subscriptionId, eventId: delivery.eventId, type: delivery.type, attempts: delivery.attempts }
+  }
+}
 
 /**
  * Webhook subscriptions and their outbox: read on this thread's connection, written by the writer
@@ -56,8 +64,12 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
         : attemptsAfter.all(subscriptionId, after, limit + 1))
       return attemptPageOf(rows, limit)
     },
-    async claim (request): Promise<ClaimedDelivery[]> {
+    async claim ({ settled, ...request }): Promise<ClaimedDelivery[]> {
       const now = BigInt(request.now)
+      if (settled !== undefined && settled.length > 0) {
+        const rows = await command('claim', { ...request, settled: settled.map(settledRecordOf) })
+        return rows.length === 0 ? [] : claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+      }
       if (unlessTransient(() => anyDue.get(now, now)) === undefined) return []
       const rows = await command('claim', request)
       if (rows.length === 0) return []
@@ -67,13 +79,7 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
       // Only what the writer records crosses to its thread: copying bodies, URLs and secrets there cost
       // a fifth of the dispatcher's time (docs/benchmarks.md).
       if (attempts.length === 0) return
-      await command('settle', {
-        owner,
-        attempts: attempts.map(({ delivery, ...outcome }) => ({
-          ...outcome,
-          delivery: { id: delivery.id, subscriptionId: delivery.subscriptionId, eventId: delivery.eventId, type: delivery.type, attempts: delivery.attempts }
-        }))
-      })
+      await command('settle', { owner, attempts: attempts.map(settledRecordOf) })
     },
     async pruneAttempts (before) {
       return await command('pruneAttempts', before)

@@ -38,7 +38,7 @@ export interface WebhookArguments {
   createSubscription: NewWebhookSubscriptionRecord
   /** The subscription's id. */
   deleteSubscription: string
-  claim: ClaimRequest
+  claim: Omit<ClaimRequest, 'settled'> & { readonly settled?: readonly SettledAttemptRecord[] }
   settle: Settlement
   /** Attempts recorded before this time are deleted. */
   pruneAttempts: number

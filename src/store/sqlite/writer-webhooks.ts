@@ -1,6 +1,6 @@
 import type { SqliteDatabase } from './driver.js'
 import type { SettledAttemptRecord, Settlement, WebhookArguments, WebhookCommands } from './writer-protocol.js'
-import { claimAllowance, OUTBOX_COLUMNS, takeInTurns, type ClaimRequest, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
+import { claimAllowance, OUTBOX_COLUMNS, takeInTurns, type NewWebhookSubscriptionRecord, type OutboxRow } from '../webhook-store.js'
 
 const PRUNE_CHUNK = 1000
 /** How many of the oldest due rows a claim reads before it looks for a subscription's rows one by one. */
@@ -42,8 +42,9 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
     ORDER BY o.next_attempt_at, o.id LIMIT :limit`)
   const lease = db.prepare<[number, string, bigint], OutboxRow>(
     `UPDATE webhook_outbox SET lease_until = ?, lease_owner = ? WHERE id = ? RETURNING ${OUTBOX_COLUMNS}`)
-  const claim = db.transaction((request: ClaimRequest): OutboxRow[] => {
+  const claim = db.transaction((request: WebhookArguments['claim']): OutboxRow[] => {
     const { now } = request
+    if (request.settled !== undefined) settleAll(request.owner, request.settled)
     const allowances = new Map(enabledSubscriptions.all().map((subscription) => [subscription, claimAllowance(request, subscription)]))
     const found = new Map<string, DueRow[]>()
     // The scan stops as soon as every subscription has its allowance: behind a long backlog's leased
@@ -71,8 +72,8 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   })
   const leased = db.prepare<[bigint, string]>('SELECT 1 FROM webhook_outbox WHERE id = ? AND lease_owner = ?').pluck()
   const subscriptionExists = db.prepare<[string]>('SELECT 1 FROM webhook_subscriptions WHERE id = ?').pluck()
-  const delivered = db.prepare<[bigint]>('DELETE FROM webhook_outbox WHERE id = ?')
-  const countDelivered = db.prepare<[string]>('UPDATE webhook_subscriptions SET delivered = delivered + 1 WHERE id = ?')
+  const deliveredIfLeased = db.prepare<[bigint, string]>('DELETE FROM webhook_outbox WHERE id = ? AND lease_owner = ?')
+  const countDelivered = db.prepare<[number, string]>('UPDATE webhook_subscriptions SET delivered = delivered + ? WHERE id = ?')
   const retryLater = db.prepare<[number | undefined, bigint]>(
     'UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = ?, lease_until = 0, lease_owner = NULL WHERE id = ?')
   const failOne = db.prepare<[number, bigint]>(
@@ -98,15 +99,19 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   const pruneAttempts = db.prepare<[number]>(
     `DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts ORDER BY id LIMIT ${PRUNE_CHUNK}) AND at < ?`)
 
-  const settleOne = (owner: string, { delivery, at, statusCode, error, result, nextAttemptAt }: SettledAttemptRecord) => {
-    if (subscriptionExists.get(delivery.subscriptionId) === undefined) return
+  /** Records one attempt; a delivered one is counted in `deliveredOf`, whose counts the batch writes once per subscription. */
+  const settleOne = (owner: string, { delivery, at, statusCode, error, result, nextAttemptAt }: SettledAttemptRecord, deliveredOf: Map<string, number>) => {
+    const count = deliveredOf.get(delivery.subscriptionId)
+    if (count === undefined) {
+      if (subscriptionExists.get(delivery.subscriptionId) === undefined) return
+      deliveredOf.set(delivery.subscriptionId, 0)
+    }
     insertAttempt.run(delivery.subscriptionId, delivery.eventId, delivery.type, delivery.attempts + 1, statusCode ?? null, error ?? null, at)
-    if (leased.get(delivery.id, owner) === undefined) return
     if (result === 'delivered') {
-      delivered.run(delivery.id)
-      countDelivered.run(delivery.subscriptionId)
+      if (deliveredIfLeased.run(delivery.id, owner).changes === 1) deliveredOf.set(delivery.subscriptionId, (count ?? 0) + 1)
       return
     }
+    if (leased.get(delivery.id, owner) === undefined) return
     const message = error ?? `HTTP ${statusCode}`
     if (result === 'retry') {
       retryLater.run(nextAttemptAt, delivery.id)
@@ -120,17 +125,23 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
     }
     noteError.run(message, at, failures, delivery.subscriptionId)
   }
-  const settle = db.transaction(({ owner, attempts }: Settlement) => {
-    for (const attempt of attempts) settleOne(owner, attempt)
-  })
+  const settleAll = (owner: string, attempts: readonly SettledAttemptRecord[]) => {
+    // A subscription deleted meanwhile is looked up once a batch; its attempts are not recorded.
+    const deliveredOf = new Map<string, number>()
+    for (const attempt of attempts) settleOne(owner, attempt, deliveredOf)
+    for (const [subscriptionId, count] of deliveredOf) if (count > 0) countDelivered.run(count, subscriptionId)
+  }
+  const settle = db.transaction(({ owner, attempts }: Settlement) => { settleAll(owner, attempts) })
 
   // Leases and outcomes are worth a redelivery at most: their commits need not wait for the disk.
+  // (exec: a pragma takes effect as it is prepared, so it cannot be a prepared statement, and pragma()
+  // prepares one and reads its rows, at three times exec's cost.)
   const relaxed = <Result>(work: () => Result): Result => {
-    db.pragma('synchronous = NORMAL')
+    db.exec('PRAGMA synchronous = NORMAL')
     try {
       return work()
     } finally {
-      db.pragma('synchronous = FULL')
+      db.exec('PRAGMA synchronous = FULL')
     }
   }
 
@@ -152,7 +163,7 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
       }
       return replaced
     }),
-    claim: (request: ClaimRequest) => relaxed(() => claim.immediate(request)),
+    claim: (request) => relaxed(() => claim.immediate(request)),
     settle: (settlement) => relaxed(() => settle.immediate(settlement)),
     pruneAttempts: (before) => relaxed(() => {
       let deleted = 0
