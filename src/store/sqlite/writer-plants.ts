@@ -8,12 +8,7 @@ interface Subscriber { readonly id: string, readonly events: string }
 
 const INSERTED: WriteEffect = { inserted: true }
 
-/**
- * The writer thread's plant writes: each batch in one transaction. A change applies the rules of
- * `decideChange` to its row here and reports the outcome; a create reports the row it met, and the
- * adapter on the main thread tells a replay from a conflict. A write that changed a row records its event in the same
- * transaction, one outbox row per enabled subscription that wants it.
- */
+/** The writer thread's plant writes, each batch in one transaction. */
 export interface PlantWrites {
   /** Runs a batch of writes in one transaction: each one's effect, in order. */
   readonly write: (operations: readonly WriteOperation[]) => WriteEffect[]
@@ -21,6 +16,12 @@ export interface PlantWrites {
   readonly createAll: (packed: string) => CreateEffects
 }
 
+/**
+ * The plant writes on `db`. A change applies the rules of `decideChange` to its row here and reports
+ * the outcome; a create reports the row it met, and the adapter on the main thread tells a replay from
+ * a conflict. A write that changed a row records its event in the same transaction, one outbox row per
+ * enabled subscription that wants it.
+ */
 export function plantWrites (db: SqliteDatabase): PlantWrites {
   const insert = db.prepare<[bigint, string, string | null]>(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
