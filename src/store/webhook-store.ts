@@ -103,8 +103,19 @@ export interface ClaimRequest {
   /**
    * Outcomes of `owner`'s attempts to settle first (as `settle` does), in the claim's transaction where
    * the backend can: one transaction rather than two, and the claim does not read past rows just delivered.
+   * Where they are a transaction of their own, a claim failing after they committed throws ClaimAfterSettleError.
    */
   readonly settled?: readonly SettledAttempt[]
+}
+
+/**
+ * A claim failed after the outcomes it carried were recorded in a transaction of their own (PostgreSQL):
+ * they are not to be recorded again. `cause` is why the claim failed.
+ */
+export class ClaimAfterSettleError extends Error {
+  constructor (cause: unknown) {
+    super('the delivery outcomes were recorded, but the claim after them failed', { cause })
+  }
 }
 
 /** What a claim's shares are made of. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { isIP } from 'node:net'
 import type { Agent } from 'undici'
-import type { ClaimedDelivery, SettledAttempt, WebhookStore } from '../store/webhook-store.js'
+import { ClaimAfterSettleError, type ClaimedDelivery, type ClaimRequest, type SettledAttempt, type WebhookStore } from '../store/webhook-store.js'
 import { CIRCUIT_THRESHOLD, CircuitBreaker } from './circuit-breaker.js'
 import { DeliveryShares, STOPPED_DURING_DELIVERY } from './delivery-shares.js'
 import { hostOf, InternalAddressError, isInternalAddress, publicOnlyLookup } from './network.js'
@@ -164,31 +164,33 @@ export class WebhookDispatcher {
   }
 
   private async claimAndDeliver (): Promise<void> {
+    if (this.claiming !== undefined || this.stopping.signal.aborted) return
     const free = this.options.concurrency - this.inFlight
-    if (this.claiming !== undefined || free <= 0 || this.stopping.signal.aborted) return
+    // Every slot busy: an attempt's end wakes this when its subscription can take more; the poll
+    // covers the others (a circuit opened by that end, say).
+    if (free <= 0) {
+      this.later()
+      return
+    }
     let claimed: ClaimedDelivery[] = []
     this.claiming = (async () => {
-      // Outcomes waiting to be recorded ride along (unless a settle is under way, whose order they keep).
-      const settled = this.settling === undefined ? this.toSettle.splice(0) : []
       try {
         const now = Date.now()
         if (now - this.lastPrune > PRUNE_EVERY_MS) {
           this.lastPrune = now
           await this.store.pruneAttempts(now - ATTEMPT_RETENTION_MS)
         }
-        claimed = await this.store.claim({
+        claimed = await this.claimSettling({
           owner: this.owner,
           now,
           leaseMs: this.options.leaseMs,
           limit: free,
           perSubscription: this.shares.newcomerShare(),
-          subscriptionLimits: this.shares.limits(now),
-          ...(settled.length === 0 ? {} : { settled })
+          subscriptionLimits: this.shares.limits(now)
         })
         if (this.outboxUnreadable) this.log.warn({}, 'webhooks: the outbox can be read again')
         this.outboxUnreadable = false
       } catch (error) {
-        if (settled.length > 0) this.outcomesLost(error, settled.length)
         // Said once per outage, not at every poll.
         if (!this.outboxUnreadable) this.log.warn({ err: error }, 'webhooks: cannot read the outbox; trying again every poll')
         this.outboxUnreadable = true
@@ -200,6 +202,32 @@ export class WebhookDispatcher {
     this.claiming = undefined
     // Deliveries that end free their slots and wake this at once; the poll covers everything else.
     this.later()
+  }
+
+  /**
+   * A claim that records the outcomes waiting to be recorded first, taken from `toSettle` only now (unless
+   * a settle is under way, whose order they keep). Such a claim is the instance's settle under way
+   * (`settling`): two settle transactions of one instance at once could deadlock each other (PostgreSQL)
+   * or record attempts out of order. When the claim fails, its outcomes go back to the front of
+   * `toSettle` for the next settle, unless the store says they were recorded.
+   */
+  private async claimSettling (request: ClaimRequest): Promise<ClaimedDelivery[]> {
+    if (this.settling !== undefined || this.toSettle.length === 0) return await this.store.claim(request)
+    clearTimeout(this.settleTimer)
+    this.settleTimer = undefined
+    const settled = this.toSettle.splice(0)
+    const claim = this.store.claim({ ...request, settled })
+    const settling = claim.then(() => {}, (error: unknown) => {
+      if (error instanceof ClaimAfterSettleError) return
+      this.toSettle.unshift(...settled)
+      this.log.warn({ err: error, attempts: settled.length }, 'webhooks: cannot record delivery outcomes with a claim; recording them again')
+    }).finally(() => {
+      if (this.settling === settling) this.settling = undefined
+      if (this.stopping.signal.aborted) this.settleAll()
+      else this.settleSoon()
+    })
+    this.settling = settling
+    return await claim
   }
 
   private deliver (delivery: ClaimedDelivery): void {
@@ -219,8 +247,9 @@ export class WebhookDispatcher {
       this.settleSoon()
       // A claim is one transaction of the store's: it waits until it can take half a share of the
       // subscription whose attempt ended, rather than one row at every attempt's end. The poll finds
-      // the events of others meanwhile.
+      // the events of others meanwhile, and those of everyone when this end opened the circuit.
       if (this.shares.halfFree(settled.delivery.subscriptionId, Date.now())) this.wake()
+      else this.later()
     })
     this.deliveries.add(done)
   }

@@ -34,6 +34,8 @@ export class ReceiverPosts {
   constructor (private readonly dispatcherOf: () => Promise<Dispatcher>) {}
 
   async post ({ origin, path, headers, body, deadline }: ReceiverPost): Promise<number> {
+    // Before the dispatcher: a POST made after a stop need not load it to be refused.
+    if (this.stoppedWith !== undefined) throw this.stoppedWith
     const dispatcher = await this.dispatcherOf()
     return await new Promise((resolve, reject) => {
       const reader = new AnswerReader(deadline, this.underWay, resolve, reject)

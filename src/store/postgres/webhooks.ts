@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import {
-  ATTEMPT_COLUMNS, attemptPageOf, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, claimShare, OUTBOX_COLUMNS, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
+  ATTEMPT_COLUMNS, attemptPageOf, ClaimAfterSettleError, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, claimShare, OUTBOX_COLUMNS, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
   SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type ClaimedSubscriptionRow, type OutboxRow,
   type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
 } from '../webhook-store.js'
@@ -98,32 +98,24 @@ export function postgresWebhookStore (connection: PostgresConnection): WebhookSt
     },
     async claim (request) {
       const { owner, now, leaseMs, limit } = request
-      // Its own transaction before the claim's, which is one statement.
-      if (request.settled !== undefined) await this.settle(owner, request.settled)
       const lower = [...request.subscriptionLimits ?? []]
       const values = [now, limit, now + leaseMs, owner, claimShare(request), lower.map(([id]) => id), lower.map(([, n]) => Math.max(0, n))]
-      const { rows } = await connection.query<OutboxRow & ClaimedSubscriptionRow>({ ...CLAIM_OUTBOX, values })
+      const claimRows = () => connection.query<OutboxRow & ClaimedSubscriptionRow>({ ...CLAIM_OUTBOX, values })
+      let rows: Array<OutboxRow & ClaimedSubscriptionRow>
+      if (request.settled === undefined || request.settled.length === 0) rows = (await claimRows()).rows
+      else {
+        // Its own transaction before the claim's, which is one statement.
+        await settleAttempts(connection, owner, request.settled)
+        try {
+          rows = (await claimRows()).rows
+        } catch (error) {
+          throw new ClaimAfterSettleError(error)
+        }
+      }
       return claimedDeliveries(rows, new Map(rows.map((row) => [row.subscription_id, row])))
     },
     async settle (owner, attempts) {
-      if (attempts.length === 0) return
-      await connection.transaction(async (client) => {
-        await client.query({
-          ...RECORD_ATTEMPTS,
-          values: [
-            attempts.map((attempt) => attempt.delivery.subscriptionId),
-            attempts.map((attempt) => attempt.delivery.eventId),
-            attempts.map((attempt) => attempt.delivery.type),
-            attempts.map((attempt) => attempt.delivery.attempts + 1),
-            attempts.map((attempt) => attempt.statusCode ?? null),
-            attempts.map((attempt) => attempt.error ?? null),
-            attempts.map((attempt) => attempt.at)
-          ]
-        })
-        const delivered = attempts.filter((attempt) => attempt.result === 'delivered').map((attempt) => attempt.delivery.id.toString())
-        if (delivered.length > 0) await client.query({ ...SETTLE_DELIVERED, values: [delivered, owner] })
-        for (const attempt of attempts) if (attempt.result !== 'delivered') await settleUndelivered(client, owner, attempt)
-      })
+      await settleAttempts(connection, owner, attempts)
     },
     async pruneAttempts (before) {
       const { rowCount } = await connection.query({ text: 'DELETE FROM webhook_attempts WHERE at < $1', values: [before] })
@@ -166,6 +158,28 @@ export function postgresWebhookStore (connection: PostgresConnection): WebhookSt
       })
     }
   }
+}
+
+/** Records the attempts and their results in one transaction (the store's `settle`). */
+async function settleAttempts (connection: PostgresConnection, owner: string, attempts: readonly SettledAttempt[]): Promise<void> {
+  if (attempts.length === 0) return
+  await connection.transaction(async (client) => {
+    await client.query({
+      ...RECORD_ATTEMPTS,
+      values: [
+        attempts.map((attempt) => attempt.delivery.subscriptionId),
+        attempts.map((attempt) => attempt.delivery.eventId),
+        attempts.map((attempt) => attempt.delivery.type),
+        attempts.map((attempt) => attempt.delivery.attempts + 1),
+        attempts.map((attempt) => attempt.statusCode ?? null),
+        attempts.map((attempt) => attempt.error ?? null),
+        attempts.map((attempt) => attempt.at)
+      ]
+    })
+    const delivered = attempts.filter((attempt) => attempt.result === 'delivered').map((attempt) => attempt.delivery.id.toString())
+    if (delivered.length > 0) await client.query({ ...SETTLE_DELIVERED, values: [delivered, owner] })
+    for (const attempt of attempts) if (attempt.result !== 'delivered') await settleUndelivered(client, owner, attempt)
+  })
 }
 
 /** A retry, a failure or a 410 of one outbox row, unless its lease went to another instance meanwhile. */

@@ -99,12 +99,17 @@ export function webhookWrites (db: SqliteDatabase): WebhookCommands {
   const pruneAttempts = db.prepare<[number]>(
     `DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts ORDER BY id LIMIT ${PRUNE_CHUNK}) AND at < ?`)
 
-  /** Records one attempt; a delivered one is counted in `deliveredOf`, whose counts the batch writes once per subscription. */
+  /**
+   * Records one attempt; a delivered one is counted in `deliveredOf`, whose counts the batch writes once per
+   * subscription (-1: the subscription is gone).
+   */
   const settleOne = (owner: string, { delivery, at, statusCode, error, result, nextAttemptAt }: SettledAttemptRecord, deliveredOf: Map<string, number>) => {
     const count = deliveredOf.get(delivery.subscriptionId)
+    if (count === -1) return
     if (count === undefined) {
-      if (subscriptionExists.get(delivery.subscriptionId) === undefined) return
-      deliveredOf.set(delivery.subscriptionId, 0)
+      const exists = subscriptionExists.get(delivery.subscriptionId) !== undefined
+      deliveredOf.set(delivery.subscriptionId, exists ? 0 : -1)
+      if (!exists) return
     }
     insertAttempt.run(delivery.subscriptionId, delivery.eventId, delivery.type, delivery.attempts + 1, statusCode ?? null, error ?? null, at)
     if (result === 'delivered') {
