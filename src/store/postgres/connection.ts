@@ -29,6 +29,8 @@ export interface PostgresConnection {
   /** Resolves when the server takes writes: reachable, a primary, not read-only. A connection that finds it read-only is dropped. */
   checkWritable (): Promise<void>
   poolUsage (): PoolUsage
+  /** How long a statement waits for a connection (new or from the pool) before it fails with a StoreUnavailableError. */
+  readonly connectTimeoutMs: number
   /** Whether a connection may stay in `LISTEN` (not behind a pooler in transaction mode). */
   readonly canListen: boolean
   close (): Promise<void>
@@ -129,6 +131,7 @@ export async function openPostgresConnection (connectionString: string, options:
       await checkWritable(pool)
     },
     canListen,
+    connectTimeoutMs: options.connectTimeoutMs,
     poolUsage: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: options.poolSize }),
     close: () => pool.end()
   }

@@ -5,11 +5,11 @@ import { SharedPages } from './shared-pages.js'
 import type { PostgresConnection } from './connection.js'
 
 const MAX_READ_BATCH_SIZE = 500
-/**
- * Reads take each row's fields as the protocol's text (plant-documents-query.ts): the JSON documents are
- * built here from the id's decimal text and the quoted name and tag. Built in SQL instead (`to_json`), the
- * same page cost the database more CPU than it saved this process (docs/benchmarks.md), and the database
- * is the part that does not scale out.
+/*
+ * The statements select each row's `id, name, tag` and nothing more: the JSON documents are built from the
+ * fields' text in this process, by plant-documents-query.ts. Built in SQL instead (`to_json`), the same
+ * page cost the database more CPU than it saved this process (docs/benchmarks.md), and the database is
+ * the part that does not scale out.
  */
 const READ_PLANTS = { name: 'plantstore-read-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
 const LIST_FIRST = { name: 'plantstore-list-first', text: 'SELECT id, name, tag FROM plants ORDER BY id LIMIT $1' }
@@ -31,7 +31,7 @@ export function postgresPlantReads (
     await connection.submit(query)
     return query.documents
   }, MAX_READ_BATCH_SIZE, onReadBatch)
-  const pages = new SharedPages()
+  const pages = new SharedPages(connection.connectTimeoutMs)
 
   return {
     get (id) {
