@@ -103,14 +103,15 @@ export interface ClaimRequest {
   /**
    * Outcomes of `owner`'s attempts to settle first (as `settle` does), in the claim's transaction where
    * the backend can: one transaction rather than two, and the claim does not read past rows just delivered.
-   * Where they are a transaction of their own, a claim failing after they committed throws ClaimAfterSettleError.
+   * A claim failing after they committed (in a transaction of their own, PostgreSQL) or maybe committed (a
+   * SQLite writer that exited meanwhile) throws ClaimAfterSettleError.
    */
   readonly settled?: readonly SettledAttempt[]
 }
 
 /**
- * A claim failed after the outcomes it carried were recorded in a transaction of their own (PostgreSQL):
- * they are not to be recorded again. `cause` is why the claim failed.
+ * A claim failed after the outcomes it carried were recorded, or may have been: they are not to be
+ * recorded again (an unrecorded delivery is sent again once its lease ends). `cause` is why the claim failed.
  */
 export class ClaimAfterSettleError extends Error {
   constructor (cause: unknown) {

@@ -224,7 +224,7 @@ export class WebhookDispatcher {
     }).finally(() => {
       if (this.settling === settling) this.settling = undefined
       if (this.stopping.signal.aborted) this.settleAll()
-      else this.settleSoon()
+      else if (this.toSettle.length > 0) this.settleSoon()
     })
     this.settling = settling
     return await claim

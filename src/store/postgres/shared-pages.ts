@@ -11,9 +11,9 @@ import type { PageRequest, PlantPage } from '../plant-store.js'
  * A request that joins also takes the shared read's wait for a connection, which fails (a 503) once it
  * has lasted the connect timeout counted from the read's start, not from the joiner's arrival. So a
  * request joins only a read that has waited less than half the connect timeout; it starts a read of its
- * own instead of joining an older one (and later requests join that one). Every request thus waits at
- * least half the connect timeout, and never more than all of it, before it gets a 503 for want of a
- * connection.
+ * own instead of joining an older one (and later requests join that one). A joiner thus waits for the
+ * pool no longer than it would have for a read of its own. (While the schema is being brought up to
+ * date after an outage, every request first waits for that too: see connection.ts.)
  */
 export class SharedPages {
   readonly #unsent = new Map<string, WaitingRead>()

@@ -1,9 +1,10 @@
 import type { SqliteDatabase } from './driver.js'
 import { asUnavailable, unlessTransient } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
+import { StoreUnavailableError } from '../plant-store.js'
 import type { SettledAttemptRecord, WebhookArguments, WebhookCommand, WebhookResults } from './writer-protocol.js'
 import {
-  ATTEMPT_COLUMNS, attemptPageOf, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
+  ATTEMPT_COLUMNS, attemptPageOf, ClaimAfterSettleError, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
   SUBSCRIPTION_STATUS_COLUMNS, subscriptionOfRow, subscriptionStatusOfRow, type AttemptRow, type ClaimedDelivery, type ClaimedSubscriptionRow,
   type SettledAttempt, type SubscriptionRow, type SubscriptionStatusRow, type WebhookStore
 } from '../webhook-store.js'
@@ -67,8 +68,23 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
     async claim ({ settled, ...request }): Promise<ClaimedDelivery[]> {
       const now = BigInt(request.now)
       if (settled !== undefined && settled.length > 0) {
-        const rows = await command('claim', { ...request, settled: settled.map(settledRecordOf) })
-        return rows.length === 0 ? [] : claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+        let rows: WebhookResults['claim']
+        try {
+          rows = await command('claim', { ...request, settled: settled.map(settledRecordOf) })
+        } catch (error) {
+          // A writer that exited may have committed them: recorded twice, a retry's outcome would count twice.
+          // Not recorded, their rows are leased until the lease ends, and then delivered again.
+          if (error instanceof StoreUnavailableError && (error.cause as { code?: unknown } | undefined)?.code === 'SQLITE_WRITER_EXITED') {
+            throw new ClaimAfterSettleError(error)
+          }
+          throw error
+        }
+        if (rows.length === 0) return []
+        try {
+          return claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+        } catch (error) {
+          throw new ClaimAfterSettleError(error)
+        }
       }
       if (unlessTransient(() => anyDue.get(now, now)) === undefined) return []
       const rows = await command('claim', request)

@@ -45,8 +45,12 @@ async function failure (page: Promise<PlantPage>): Promise<unknown> {
   return page.then(() => new Error('the read succeeded'), (error: unknown) => error)
 }
 
-async function until (condition: () => Promise<boolean>): Promise<void> {
-  while (!(await condition())) await sleep(20)
+async function until (condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`)
+    await sleep(20)
+  }
 }
 
 describe('PostgreSQL page reads shared while they wait for a connection', () => {
