@@ -8,5 +8,5 @@ export function needsNoEscaping (text: string): boolean {
 
 /** `JSON.stringify` of a string, at a fraction of its cost for the common text that needs no escaping. */
 export function jsonString (text: string): string {
-  return NEEDS_NO_ESCAPING.test(text) ? `"${text}"` : JSON.stringify(text)
+  return needsNoEscaping(text) ? `"${text}"` : JSON.stringify(text)
 }

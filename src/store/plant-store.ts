@@ -183,15 +183,12 @@ export function plantRecord (id: bigint, name: string, tag: string | null | unde
 
 /** A plant's JSON document; `id` may be a `bigint` or its decimal text as a database returned it. */
 export function plantJson (id: bigint | string, name: string, tag: string | null | undefined): PlantJson {
-  return tag === null || tag === undefined
-    ? `{"id":${id},"name":${jsonString(name)}}`
-    : `{"id":${id},"name":${jsonString(name)},"tag":${jsonString(tag)}}`
+  return `{"id":${id},${plantMembersJson(name, tag)}}`
 }
 
-/** `plantJson` for the plants of one tag: the tag's part of their documents is made once. */
-export function plantJsonOfTag (tag: string): (id: bigint | string, name: string) => PlantJson {
-  const end = `,"tag":${jsonString(tag)}}`
-  return (id, name) => `{"id":${id},"name":${jsonString(name)}${end}`
+/** The members of a plant's document after its id, `"name":…` and `,"tag":…` when it has one; a create's answer is them alone. */
+export function plantMembersJson (name: string, tag: string | null | undefined): string {
+  return tag === null || tag === undefined ? `"name":${jsonString(name)}` : `"name":${jsonString(name)},"tag":${jsonString(tag)}`
 }
 
 /**

@@ -40,13 +40,10 @@ export function postgresPlantReads (
     list (request) {
       return pages.read(request, async (onSent) => {
         const { after, limit, tag } = request
-        const query = tag === undefined
-          ? (after === undefined
-              ? new PlantPageQuery(LIST_FIRST, [limit + 1], request, onSent)
-              : new PlantPageQuery(LIST_AFTER, [after.toString(), limit + 1], request, onSent))
-          : (after === undefined
-              ? new PlantPageQuery(LIST_TAG_FIRST, [tag, limit + 1], request, onSent)
-              : new PlantPageQuery(LIST_TAG_AFTER, [tag, after.toString(), limit + 1], request, onSent))
+        const [statement, values] = tag === undefined
+          ? (after === undefined ? [LIST_FIRST, [limit + 1]] : [LIST_AFTER, [after.toString(), limit + 1]])
+          : (after === undefined ? [LIST_TAG_FIRST, [tag, limit + 1]] : [LIST_TAG_AFTER, [tag, after.toString(), limit + 1]])
+        const query = new PlantPageQuery(statement, values, request, onSent)
         await connection.submit(query)
         return query.page()
       })

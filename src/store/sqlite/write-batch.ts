@@ -1,6 +1,6 @@
 import { GroupCommit } from '../group-commit.js'
 import { outcomeOfMeeting, recordOfRow, type PlantRecord } from '../plant-store.js'
-import type { CreateOperation, WriteOperation, WriteOutcome } from '../write-operations.js'
+import type { WriteOperation, WriteOutcome } from '../write-operations.js'
 import { asUnavailable } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
 import { packCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
@@ -47,7 +47,7 @@ function outcomesOfCreates (plants: readonly PlantRecord[], effects: CreateEffec
   let met = 0
   return plants.map((plant, index) => effects.inserted[index] === '1'
     ? { status: 'created', plant }
-    : outcomeOfCreate({ kind: 'create', plant }, { inserted: false, existing: effects.met[met++] }))
+    : outcomeOfCreate(plant, { inserted: false, existing: effects.met[met++] }))
 }
 
 /** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
@@ -56,10 +56,10 @@ function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined):
     if (effect === undefined || !('outcome' in effect)) throw new Error('the SQLite writer answered out of step')
     return effect.outcome
   }
-  return outcomeOfCreate(operation, effect)
+  return outcomeOfCreate(operation.plant, effect)
 }
 
-function outcomeOfCreate ({ plant }: CreateOperation, effect: WriteEffect | undefined): WriteOutcome {
+function outcomeOfCreate (plant: PlantRecord, effect: WriteEffect | undefined): WriteOutcome {
   if (effect === undefined || !('inserted' in effect)) throw new Error('the SQLite writer answered out of step')
   if (effect.inserted) return { status: 'created', plant }
   if (effect.existing === undefined) throw new Error(`plant ${plant.id} met a row that is not there`)
