@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { bearerAuthentication } from './auth/bearer.js'
 import { FailedAuthenticationLimit } from './auth/failed-authentication-limit.js'
+import type { JwtAccessTokens } from './auth/jwt/jwt-access-tokens.js'
 import type { AccessTokenRegistry } from './auth/token-registry.js'
 import { DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './config.js'
 import { shuttingDown } from './errors.js'
@@ -66,6 +67,11 @@ export interface AppDependencies {
   readonly store: PlantStore
   /** The accepted tokens; the app keeps them current while it runs (see `watch`). */
   readonly accessTokens: AccessTokenRegistry
+  /**
+   * JWT access tokens from the identity provider, when configured: the app fetches its keys before it is
+   * ready (a provider that is down delays that by at most the fetch time-out) and stops following them on close.
+   */
+  readonly jwtAccessTokens?: JwtAccessTokens
   /** Where log lines go; standard output when absent. */
   readonly logStream?: DestinationStream
   /** Spans for requests, store calls and webhook deliveries (server.ts starts it when configured); closing the app stops it. */
@@ -77,7 +83,7 @@ export interface AppDependencies {
  * `inject`; `server.ts` builds it and listens. Closing the app closes the store.
  */
 export async function buildApp (config: AppConfig, dependencies: AppDependencies): Promise<FastifyInstance> {
-  const { accessTokens, tracing } = dependencies
+  const { accessTokens, jwtAccessTokens, tracing } = dependencies
   const metrics = config.metrics === true ? new ServiceMetrics(dependencies.store, SERVICE_VERSION) : undefined
   // What the routes use; `dependencies.store` itself is closed at the end.
   const measured = metrics === undefined ? dependencies.store : measuredStore(dependencies.store, metrics)
@@ -143,7 +149,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   await app.register(requestTargets)
   await app.register(jsonBody)
   await app.register(validation)
-  await app.register(openApiDocument, { version: SERVICE_VERSION })
+  await app.register(openApiDocument, { version: SERVICE_VERSION, jwt: jwtAccessTokens?.settings })
 
   let closing = false
   app.addHook('preClose', async () => { closing = true })
@@ -171,6 +177,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     // Every span has ended now: requests were answered before onClose, deliveries ended with the dispatcher.
     await tracing?.shutdown()
     await accessTokens.stopWatching()
+    jwtAccessTokens?.stop()
     await store.close()
   })
 
@@ -182,6 +189,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   await app.register(bearerAuthentication, {
     tokens: accessTokens,
+    jwtAccessTokens,
     failureLimit: new FailedAuthenticationLimit(config.authFailureLimitPerMinute ?? 0),
     targetRefusal
   })
@@ -197,6 +205,15 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     export: { store }
   })
 
+  if (jwtAccessTokens !== undefined) {
+    const { issuer } = jwtAccessTokens.settings
+    await jwtAccessTokens.start({
+      fetchFailed: (reason) => {
+        app.log.warn({ issuer }, `cannot fetch the identity provider's keys (${reason}); JWTs signed with keys fetched before keep working, and service tokens are unaffected`)
+      },
+      fetchRecovered: () => { app.log.info({ issuer }, 'the identity provider\'s keys are fetched again') }
+    })
+  }
   await app.ready()
   if (webhookConfig.deliver) dispatcher.start()
   return app

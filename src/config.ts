@@ -1,9 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
+import { jwtSettingsVariables, type JwtSettings } from './auth/jwt/jwt-settings.js'
 import { parseTokenList, type ConfiguredToken } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
 import { DATABASE_POOLING_MODES, type DatabasePooling } from './store/postgres/pooling.js'
 import { secretsKeyOf } from './webhooks/secrets.js'
+import { booleanVariable, ConfigError, integerVariable, valueOf, type Env } from './config-variables.js'
+
+export { ConfigError } from './config-variables.js'
 
 /**
  * Configuration comes from environment variables only, and this is the only module that reads them.
@@ -27,6 +31,8 @@ export interface Config {
   }
   /** The tokens of `PLANTSTORE_TOKENS` (or its file), as digests; empty means "the store's tokens only". */
   readonly tokens: readonly ConfiguredToken[]
+  /** JWT access tokens from the organisation's identity provider (`AUTH_JWT_*`); undefined: off. */
+  readonly jwt: JwtSettings | undefined
   readonly logLevel: LogLevel
   readonly bodyLimit: number
   /** Requests per minute per token on /plants; 0 turns per-token rate limiting off. */
@@ -87,13 +93,6 @@ export const DEFAULT_WEBHOOK_CONFIG: WebhookConfig = Object.freeze({
   leaseMs: 30_000
 })
 
-export class ConfigError extends Error {
-  constructor (readonly variable: string, rule: string) {
-    super(`${variable} ${rule}`)
-    this.name = 'ConfigError'
-  }
-}
-
 /** Every bad variable of one start, so an operator fixes them all in one go. */
 export class InvalidConfigError extends AggregateError {
   declare readonly errors: ConfigError[]
@@ -103,8 +102,6 @@ export class InvalidConfigError extends AggregateError {
     this.name = 'InvalidConfigError'
   }
 }
-
-type Env = Readonly<Record<string, string | undefined>>
 
 /**
  * Loads `file` (default `.env` in the working directory) into `process.env` when it exists, with Node's
@@ -140,6 +137,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
       pooling: read(() => databasePoolingVariable(env), 'direct')
     }),
     tokens: Object.freeze(read(() => tokensVariable(env), [])),
+    jwt: jwtSettingsVariables(env, read),
     logLevel: read(() => logLevelVariable(env), 'info'),
     bodyLimit: read(() => integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024), 0),
     rateLimitPerMinute: read(() => integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000), 0),
@@ -175,11 +173,6 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
   return config
 }
 
-function valueOf (env: Env, name: string): string | undefined {
-  const value = env[name]
-  return value === undefined || value === '' ? undefined : value
-}
-
 /**
  * A secret's value from the file `name_FILE` names (as Docker and Kubernetes secrets provide them), else
  * from `name`. The file wins when both are set, since an image sets `DATABASE_URL` to its SQLite default.
@@ -204,23 +197,6 @@ function secretOf (env: Env, name: string, emptyFile: 'refused' | 'allowed' = 'r
 /** A subscription's default share of the delivery slots: half of them, so one silent receiver leaves the others half. */
 function defaultShareOf (concurrency: number): number {
   return Math.max(1, Math.floor(concurrency / 2))
-}
-
-function integerVariable (env: Env, name: string, fallback: number, min: number, max: number): number {
-  const text = valueOf(env, name)
-  if (text === undefined) return fallback
-  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`)
-  }
-  return value
-}
-
-function booleanVariable (env: Env, name: string, fallback: boolean): boolean {
-  const text = valueOf(env, name)
-  if (text === undefined) return fallback
-  if (text === 'true' || text === 'false') return text === 'true'
-  throw new ConfigError(name, `must be "true" or "false", got ${JSON.stringify(text)}`)
 }
 
 /** `WEBHOOK_SECRETS_KEY` (or its file): 32 random bytes as 64 hexadecimal digits or base64. Never echoed. */

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
+import { JwtAccessTokens } from './auth/jwt/jwt-access-tokens.js'
 import { AccessTokenRegistry, TokenNameClashError } from './auth/token-registry.js'
 import { InvalidConfigError, loadConfig, loadConfiguredTokens, loadDotEnvFile } from './config.js'
 import { StoreOpenError, StoreUnavailableError, type PlantStore } from './store/plant-store.js'
@@ -27,9 +28,15 @@ async function main (): Promise<void> {
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
   const { initialAdminToken } = await loadAccessTokens(accessTokens)
   accessTokens.replaceEnvironment(config.tokens)
-  const app = await buildApp({ ...config, metrics: config.metricsPort !== 0 }, { store, accessTokens, ...(tracing === undefined ? {} : { tracing }) })
+  const app = await buildApp({ ...config, metrics: config.metricsPort !== 0 }, {
+    store,
+    accessTokens,
+    ...(config.jwt === undefined ? {} : { jwtAccessTokens: new JwtAccessTokens(config.jwt) }),
+    ...(tracing === undefined ? {} : { tracing })
+  })
   app.log.info({ store: store.backend }, 'store opened')
   if (tracing !== undefined) app.log.info({ protocol: tracing.protocol }, 'tracing on: spans are exported over OTLP')
+  if (config.jwt !== undefined) app.log.info({ issuer: config.jwt.issuer, audiences: config.jwt.audiences }, 'JWT access tokens from the identity provider are accepted')
   if (accessTokens.hasEnvironmentTokens && accessTokens.hasLiveStoredToken('initial-admin')) {
     app.log.warn('the stored token "initial-admin" (all scopes; made by the first start, or the generated token of a release ' +
       'before 1.1, which PLANTSTORE_TOKENS used to switch off) is accepted next to PLANTSTORE_TOKENS: revoke it if it is not in use')

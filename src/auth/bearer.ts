@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { insufficientScope, invalidToken, missingCredentials, tooManyFailedAuthentications, type PlantstoreError } from '../errors.js'
 import type { FailedAuthenticationLimit } from './failed-authentication-limit.js'
+import { hasJwtForm, type JwtAccessTokens } from './jwt/jwt-access-tokens.js'
 import { grants } from './scope-sets.js'
 import type { Scope } from '../store/scopes.js'
 import type { AccessTokenRegistry, TokenIdentity } from './token-registry.js'
@@ -17,6 +18,8 @@ declare module 'fastify' {
 
 export interface BearerAuthenticationOptions {
   readonly tokens: Pick<AccessTokenRegistry, 'identify'>
+  /** JWT access tokens from the identity provider, when configured: tried for a JWT no service token matches. */
+  readonly jwtAccessTokens?: Pick<JwtAccessTokens, 'identify'> | undefined
   /** Counts each address's 401s and refuses it for a while after too many. */
   readonly failureLimit: FailedAuthenticationLimit
   /**
@@ -51,17 +54,23 @@ declare module 'fastify' {
  * or revoked, and `error="insufficient_scope"` (403) for a valid token without the scope.
  */
 export const bearerAuthentication = fp(async function bearerAuthentication (app: FastifyInstance, options: BearerAuthenticationOptions) {
-  const { tokens, failureLimit, targetRefusal } = options
+  const { tokens, jwtAccessTokens, failureLimit, targetRefusal } = options
+  const accept = (request: FastifyRequest, identity: TokenIdentity | undefined): boolean => {
+    if (identity === undefined) return false
+    request.accessToken = identity
+    return true
+  }
   await app.register(bearerAuthPlugin, {
     keys: [],
     addHook: false,
     specCompliance: 'rfc6749',
     verifyErrorLogLevel: 'debug',
     auth: (token: string, request: FastifyRequest) => {
-      const identity = isB64Token(token) ? tokens.identify(token) : undefined
-      if (identity === undefined) return false
-      request.accessToken = identity
-      return true
+      if (!isB64Token(token)) return false
+      const identity = tokens.identify(token)
+      if (identity !== undefined || jwtAccessTokens === undefined || !hasJwtForm(token)) return accept(request, identity)
+      const verified = jwtAccessTokens.identify(token, (reason) => { request.log.debug({ reason }, 'JWT access token refused') })
+      return verified instanceof Promise ? verified.then((jwtIdentity) => accept(request, jwtIdentity)) : accept(request, verified)
     }
   })
 

@@ -2,6 +2,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type { JwtSettings } from '../auth/jwt/jwt-settings.js'
 import type { Scope } from '../store/scopes.js'
 import { sharedSchemas } from '../schemas/components.js'
 import type { WebhookEventType } from '../store/webhook-store.js'
@@ -83,11 +84,22 @@ const webhooks = {
   })
 }
 
+export interface OpenApiDocumentOptions {
+  readonly version: string
+  /** The identity provider whose JWT access tokens are accepted too, when one is configured. */
+  readonly jwt?: Pick<JwtSettings, 'issuer' | 'audiences' | 'scopeClaim'> | undefined
+}
+
+function jwtDescription (jwt: Pick<JwtSettings, 'issuer' | 'audiences' | 'scopeClaim'>): string {
+  return `; or a JWT access token issued by ${jwt.issuer} for the audience ${jwt.audiences.join(' or ')}, ` +
+    `its scopes in the \`${jwt.scopeClaim}\` claim`
+}
+
 /**
  * Collects every route into an OpenAPI 3.1 document whose components are the shared TypeBox schemas,
  * under their own names. Registered before the routes so it sees them all.
  */
-export const openApiDocument = fp(async function openApiDocument (app: FastifyInstance, options: { version: string }) {
+export const openApiDocument = fp(async function openApiDocument (app: FastifyInstance, options: OpenApiDocumentOptions) {
   for (const schema of sharedSchemas) app.addSchema(schema)
 
   await app.register(swagger, {
@@ -117,8 +129,8 @@ export const openApiDocument = fp(async function openApiDocument (app: FastifyIn
             type: 'http',
             scheme: 'bearer',
             description: 'An access token: one made by `POST /admin/tokens` or `plantstore tokens create`, an ' +
-              'entry of PLANTSTORE_TOKENS, or the `initial-admin` token the first start printed. Each ' +
-              'operation lists the scope it needs.'
+              'entry of PLANTSTORE_TOKENS, or the `initial-admin` token the first start printed' +
+              (options.jwt === undefined ? '' : jwtDescription(options.jwt)) + '. Each operation lists the scope it needs.'
           }
         }
       }

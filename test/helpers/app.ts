@@ -7,6 +7,7 @@ import { expect, onTestFinished } from 'vitest'
 import { buildApp, type AppConfig } from '../../src/app.js'
 import type { LogLevel } from '../../src/config.js'
 import { CAPTURED_LOG_LEVEL, capturedLogStream } from './log-capture.js'
+import type { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
 import { AccessTokenRegistry } from '../../src/auth/token-registry.js'
 import { parseTokenList } from '../../src/auth/tokens.js'
 import { openMemoryStore } from '../../src/store/memory/store.js'
@@ -26,6 +27,8 @@ export interface TestAppOptions {
    */
   readonly tokens?: readonly string[]
   readonly logStream?: DestinationStream
+  /** JWT access tokens from a test identity provider, accepted next to the service tokens. */
+  readonly jwt?: JwtAccessTokens
 }
 
 /** Builds the production app on a fresh store and closes it (and so the store) when the test ends. */
@@ -39,6 +42,7 @@ export async function buildTestApp (options: TestAppOptions = {}): Promise<Fasti
     {
       store,
       accessTokens,
+      ...(options.jwt === undefined ? {} : { jwtAccessTokens: options.jwt }),
       ...(options.logStream !== undefined
         ? { logStream: options.logStream }
         : CAPTURED_LOG_LEVEL !== undefined ? { logStream: capturedLogStream() } : {})

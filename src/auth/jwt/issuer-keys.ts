@@ -1,0 +1,179 @@
+import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose'
+import type { JwtSettings } from './jwt-settings.js'
+
+/** How the key set follows the provider; the defaults are the documented ones, tests shorten them. */
+export interface KeySetTimings {
+  /** One fetch, discovery and key set together, gives up after this long. */
+  readonly fetchTimeoutMs: number
+  /** A token with a key id the set does not hold makes a fetch only if none was attempted this long before. */
+  readonly refetchCooldownMs: number
+  /** The set is fetched again this often in the background, so keys the provider removed stop being accepted. */
+  readonly refreshMs: number
+}
+
+export const DEFAULT_KEY_SET_TIMINGS: KeySetTimings = Object.freeze({ fetchTimeoutMs: 5000, refetchCooldownMs: 30_000, refreshMs: 600_000 })
+
+/** A discovery document or key set larger than this is refused: no provider publishes anything near it. */
+const MAX_DOCUMENT_BYTES = 1024 * 1024
+
+/** What the key set tells the operator: its first failure of a streak, and the fetch that works again. */
+export interface KeySetLog {
+  fetchFailed (reason: string): void
+  fetchRecovered (): void
+}
+
+type LocalKeySet = ReturnType<typeof createLocalJWKSet>
+
+/**
+ * The identity provider's public keys, as jose's key lookup for `jwtVerify`: fetched at start, kept, and
+ * fetched again for a key id the set does not hold (at most once per cooldown, whatever the outcome, so
+ * tokens with made-up key ids cannot make the service hammer the provider) and in the background. A
+ * failed fetch keeps the keys already held, and waits for no fetch longer than its time-out.
+ *
+ * jose's own remote key set is not used: it forgets working keys when a refresh fails past their
+ * maximum age, starts no cooldown after a failed fetch, and knows no OpenID Connect discovery.
+ */
+export class IssuerKeys {
+  #keys: LocalKeySet | undefined
+  #keySetText: string | undefined
+  #fetching: Promise<boolean> | undefined
+  #lastAttemptMs = Number.NEGATIVE_INFINITY
+  #failing = false
+  #refreshTimer: NodeJS.Timeout | undefined
+  #log: KeySetLog = { fetchFailed: () => {}, fetchRecovered: () => {} }
+  /** Called when a fetch brings a set that differs from the one held before. */
+  onChange: () => void = () => {}
+
+  constructor (
+    private readonly source: Pick<JwtSettings, 'issuer' | 'jwksUrl'>,
+    private readonly timings: KeySetTimings = DEFAULT_KEY_SET_TIMINGS
+  ) {}
+
+  /** Fetches the set once (never rejecting: a provider that is down is logged, and retried later) and starts the background refresh. */
+  async start (log: KeySetLog): Promise<void> {
+    this.#log = log
+    this.#refreshTimer = setInterval(() => { this.#fetchUnlessUnderWay().catch(() => {}) }, this.timings.refreshMs).unref()
+    await this.#fetchUnlessUnderWay()
+  }
+
+  stop (): void {
+    clearInterval(this.#refreshTimer)
+  }
+
+  /** The key a token's header names, for jose's `jwtVerify`. */
+  readonly key: JWTVerifyGetKey = async (header, token) => {
+    if (this.#keys !== undefined) {
+      try {
+        return await this.#keys(header, token)
+      } catch (error) {
+        if (!(error instanceof errors.JWKSNoMatchingKey)) throw error
+      }
+    }
+    const fetched = this.#fetching ?? (Date.now() - this.#lastAttemptMs >= this.timings.refetchCooldownMs ? this.#fetch() : undefined)
+    if (fetched === undefined) throw new errors.JWKSNoMatchingKey('no key of the set matches the token, and the set was fetched less than the cooldown ago')
+    if (!await fetched || this.#keys === undefined) throw new errors.JWKSNoMatchingKey('no key matches the token, and the key set cannot be fetched')
+    return this.#keys(header, token)
+  }
+
+  #fetchUnlessUnderWay (): Promise<boolean> {
+    return this.#fetching ?? this.#fetch()
+  }
+
+  #fetch (): Promise<boolean> {
+    this.#lastAttemptMs = Date.now()
+    const fetching = this.#download().then(
+      (keySet) => {
+        this.#install(keySet)
+        if (this.#failing) this.#log.fetchRecovered()
+        this.#failing = false
+        return true
+      },
+      (error: unknown) => {
+        if (!this.#failing) this.#log.fetchFailed(error instanceof Error ? error.message : String(error))
+        this.#failing = true
+        return false
+      }
+    ).finally(() => { this.#fetching = undefined })
+    this.#fetching = fetching
+    return fetching
+  }
+
+  #install (keySet: JSONWebKeySet): void {
+    const text = JSON.stringify(keySet)
+    if (text === this.#keySetText) return
+    const changed = this.#keySetText !== undefined
+    this.#keys = createLocalJWKSet(keySet)
+    this.#keySetText = text
+    if (changed) this.onChange()
+  }
+
+  async #download (): Promise<JSONWebKeySet> {
+    const signal = AbortSignal.timeout(this.timings.fetchTimeoutMs)
+    const jwksUrl = this.source.jwksUrl ?? await this.#discoverKeySetUrl(signal)
+    const keySet = await fetchJson(jwksUrl, signal)
+    if (!isKeySet(keySet)) throw new Error(`the key set at ${jwksUrl} is not a JSON Web Key Set`)
+    // Refuses a malformed set now, not at the first token.
+    createLocalJWKSet(keySet)
+    return keySet
+  }
+
+  /** OpenID Connect Discovery 1.0 §4: the document under the issuer, whose `issuer` must be the issuer itself. */
+  async #discoverKeySetUrl (signal: AbortSignal): Promise<string> {
+    const url = `${this.source.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`
+    const document = await fetchJson(url, signal)
+    if (typeof document !== 'object' || document === null) throw new Error(`the discovery document at ${url} is not a JSON object`)
+    const { issuer, jwks_uri: jwksUri } = document as Record<string, unknown>
+    if (issuer !== this.source.issuer) throw new Error(`the discovery document at ${url} names the issuer ${JSON.stringify(issuer)}, not AUTH_JWT_ISSUER`)
+    if (typeof jwksUri !== 'string' || !URL.canParse(jwksUri) || !/^https?:$/.test(new URL(jwksUri).protocol)) {
+      throw new Error(`the discovery document at ${url} has no http or https jwks_uri`)
+    }
+    return jwksUri
+  }
+}
+
+function isKeySet (value: unknown): value is JSONWebKeySet {
+  return typeof value === 'object' && value !== null && Array.isArray((value as { keys?: unknown }).keys)
+}
+
+/** A 200 answer's JSON, read up to MAX_DOCUMENT_BYTES. */
+async function fetchJson (url: string, signal: AbortSignal): Promise<unknown> {
+  let response
+  try {
+    response = await fetch(url, { signal, headers: { accept: 'application/json' } })
+  } catch (error) {
+    throw new Error(`${url} cannot be fetched: ${describe(error)}`)
+  }
+  if (response.status !== 200) {
+    await response.body?.cancel()
+    throw new Error(`${url} answered ${response.status}`)
+  }
+  const text = await readLimited(response, url)
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw new Error(`${url} did not answer JSON`)
+  }
+}
+
+async function readLimited (response: Response, url: string): Promise<string> {
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    // Leaving the loop early cancels the body.
+    for await (const chunk of response.body ?? []) {
+      size += chunk.byteLength
+      if (size > MAX_DOCUMENT_BYTES) break
+      chunks.push(chunk)
+    }
+  } catch (error) {
+    throw new Error(`${url} could not be read: ${describe(error)}`)
+  }
+  if (size > MAX_DOCUMENT_BYTES) throw new Error(`${url} answered more than ${MAX_DOCUMENT_BYTES} bytes`)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+function describe (error: unknown): string {
+  if (error instanceof Error && error.name === 'TimeoutError') return 'it did not answer in time'
+  const cause = error instanceof Error ? (error.cause as Error | undefined) : undefined
+  return cause?.message ?? (error instanceof Error ? error.message : String(error))
+}
