@@ -22,6 +22,7 @@ describe('Configuration from the environment', () => {
       databaseUrl: 'sqlite:./data/plantstore.db',
       database: { poolSize: 10, connectTimeoutMs: 2000, statementTimeoutMs: 5000, pooling: 'direct' },
       tokens: [],
+      jwt: undefined,
       logLevel: 'info',
       bodyLimit: 16384,
       rateLimitPerMinute: 0,

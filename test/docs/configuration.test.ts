@@ -5,11 +5,12 @@ import { describe, expect, it } from 'vitest'
 import { loadConfig, loadConfiguredTokens } from '../../src/config.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const CONFIG_SOURCE = readFileSync(join(ROOT, 'src/config.ts'), 'utf8')
+/** The modules that read variables: config.ts, and the settings it delegates to. */
+const CONFIG_SOURCE = ['src/config.ts', 'src/auth/jwt/jwt-settings.ts'].map((file) => readFileSync(join(ROOT, file), 'utf8')).join('\n')
 const PAGE = readFileSync(join(ROOT, 'docs/configuration.md'), 'utf8')
 
-/** With tracing on as well, so that the OTLP settings, read only then, count. */
-const BASES = [{}, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }]
+/** With tracing on and an identity provider as well, so that the OTLP and AUTH_JWT_* settings, read only then, count. */
+const BASES = [{}, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }, { AUTH_JWT_ISSUER: 'https://id.example.com/realms/plants', AUTH_JWT_AUDIENCE: 'plantstore' }]
 
 /** The variables config.ts reads, as it reads them: every name its loaders look up in `env`. */
 function variablesReadByConfig (): Set<string> {
@@ -125,7 +126,7 @@ describe('docs/configuration.md and src/config.ts', () => {
         try {
           expect(setToDefault).toEqual(unset)
         } catch {
-          wrong.push(`${variable}=${documented} gives another configuration than leaving ${variable} unset${Object.keys(base).length > 0 ? ' (with tracing on)' : ''}`)
+          wrong.push(`${variable}=${documented} gives another configuration than leaving ${variable} unset${Object.keys(base).length > 0 ? ` (with ${Object.keys(base).join(' and ')} set)` : ''}`)
         }
       }
     }
