@@ -25,15 +25,3 @@ export function capturedLogStream (): Writable {
     }
   })
 }
-
-const JWT_FOLDER = fileURLToPath(new URL('../../test-artifacts/jwts/', import.meta.url))
-
-/**
- * Records a JWT a test signed, for scripts/check-logs-for-tokens.mjs: JWTs are made while the tests run,
- * so unlike the other tokens they are not literals in test/ it could find.
- */
-export function recordSignedJwt (token: string): void {
-  if (CAPTURED_LOG_LEVEL === undefined) return
-  mkdirSync(JWT_FOLDER, { recursive: true })
-  appendFileSync(`${JWT_FOLDER}${process.pid}.txt`, `${token}\n`)
-}
