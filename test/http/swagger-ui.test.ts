@@ -4,6 +4,8 @@ import { chromium, type Page, type Response } from 'playwright-core'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { findChromium, HEADLESS_CHROMIUM_ARGS } from '../../scripts/chromium.js'
 import { temporaryFolder } from '../helpers/app.js'
+import { generateSigningKey, startIdentityProvider } from '../helpers/identity-provider.js'
+import { claimsFor, TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
 import { startServer } from '../helpers/server-process.js'
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url)
@@ -125,6 +127,44 @@ describe('Swagger UI in a real browser', () => {
     expect(stored.status).toBe(200)
     expect(stored.headers.get('etag')).toBe(replaced.headers.etag)
     expect(await stored.text()).toBe('{"id":9007199254740993,"name":"Replaced fern","tag":"potted"}')
+    expect(pageErrors).toEqual([])
+  })
+
+  it('takes a JWT from the identity provider pasted into Authorize, and sends it as the bearer', { timeout: 60_000 }, async () => {
+    const chromiumBuild = await findChromium()
+    const provider = await startIdentityProvider({ keys: [await generateSigningKey('RS256', 'swagger-rsa')] })
+    onTestFinished(() => provider.close())
+    const server = await startServer({
+      DATABASE_URL: `sqlite:${join(temporaryFolder(), 'ui-jwt.db')}`,
+      PLANTSTORE_TOKENS: TOKEN,
+      AUTH_JWT_ISSUER: provider.issuer,
+      AUTH_JWT_AUDIENCE: TEST_AUDIENCE
+    })
+    const jwt = await provider.sign(claimsFor(provider, { sub: 'swagger-user', scope: 'plants:read plants:write' }))
+    const browser = await chromium.launch({ executablePath: chromiumBuild.executablePath, args: HEADLESS_CHROMIUM_ARGS })
+    onTestFinished(() => browser.close())
+    const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } })
+    const pageErrors: string[] = []
+    page.on('pageerror', (error) => pageErrors.push(error.message))
+
+    await page.goto(`${server.baseUrl}/docs`)
+    await page.click('button.authorize')
+    const schemeText = await page.locator('.modal-ux .auth-container').first().innerText()
+    await page.fill('.modal-ux input[type="text"]', jwt)
+    await page.click('.modal-ux button.authorize')
+    await page.click('.modal-ux button.btn-done')
+    const createdOnTheWire = page.waitForResponse((response) => response.request().method() === 'POST' && response.url().endsWith('/plants'))
+    const created = await tryOperation(page, 'createPlant', async (operation) => {
+      await page.fill(`${operation} textarea.body-param__text`, '{"id": 9007199254740993, "name": "Federated fern"}')
+    })
+    const request = (await createdOnTheWire).request()
+    const stored = await fetch(`${server.baseUrl}${PLANT_PATH}`, { headers: { authorization: `Bearer ${TOKEN}` } })
+
+    expect(schemeText).toContain(`a JWT access token issued by ${provider.issuer} for the audience ${TEST_AUDIENCE}`)
+    expect(request.headers().authorization).toBe(`Bearer ${jwt}`)
+    expect(created.status).toBe('200')
+    expect(JSON.parse(created.body)).toEqual({ name: 'Federated fern' })
+    expect({ status: stored.status, body: await stored.text() }).toEqual({ status: 200, body: '{"id":9007199254740993,"name":"Federated fern"}' })
     expect(pageErrors).toEqual([])
   })
 })
