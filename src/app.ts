@@ -207,6 +207,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   if (jwtAccessTokens !== undefined) {
     const { issuer } = jwtAccessTokens.settings
+    jwtAccessTokens.observer = metrics?.jwtObserver()
     await jwtAccessTokens.start({
       fetchFailed: (reason) => {
         app.log.warn({ issuer }, `cannot fetch the identity provider's keys (${reason}); JWTs signed with keys fetched before keep working, and service tokens are unaffected`)

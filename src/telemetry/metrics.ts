@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry, type GaugeConfiguration } from 'prom-client'
+import type { JwtObserver } from '../auth/jwt/jwt-access-tokens.js'
 import type { PlantStore, StoreObserver } from '../store/plant-store.js'
 import type { DeliveryObserver } from '../webhooks/dispatcher.js'
 import { FastHistogram } from './fast-histogram.js'
@@ -50,6 +51,8 @@ export class ServiceMetrics implements SheddingObserver {
   private readonly writeBatchesFailed: Counter<'backend'>
   private readonly requestsShed: Counter<'reason'>
   private readonly deliveries: Counter<'result'>
+  private readonly jwtKeySetFetches: Counter<'result'>
+  private readonly jwtVerifications: Counter<'result'>
   private readonly circuitsOpen: Gauge
   private readonly deliveryDuration = new FastHistogram({
     name: 'plantstore_webhook_delivery_duration_seconds',
@@ -103,6 +106,18 @@ export class ServiceMetrics implements SheddingObserver {
       name: 'plantstore_webhook_circuits_open',
       help: 'Subscriptions whose receiver kept failing, so this instance leaves them alone for a cool-down (circuit open)'
     })
+    this.jwtKeySetFetches = new Counter({
+      name: 'plantstore_jwt_key_set_fetches_total',
+      help: 'Fetches of the identity provider\'s key set (AUTH_JWT_ISSUER), by result: ok, or failed (the keys held before stay in use)',
+      labelNames: ['result'],
+      registers
+    })
+    this.jwtVerifications = new Counter({
+      name: 'plantstore_jwt_verifications_total',
+      help: 'JWT access tokens verified for the first time (a token seen before is remembered until it expires), by result: accepted or refused',
+      labelNames: ['result'],
+      registers
+    })
     this.registerBacklog(store)
     if (store.poolUsage !== undefined) this.registerPoolUsage(store.poolUsage)
   }
@@ -116,6 +131,16 @@ export class ServiceMetrics implements SheddingObserver {
       }
       this.writeBatchSize.series(backend).observe(size)
       this.writeBatchDuration.series(backend).observe(seconds)
+    }
+  }
+
+  /** What the JWT access tokens report, key-set fetches and first verifications; their series start at 0 once asked for. */
+  jwtObserver (): JwtObserver {
+    for (const result of ['ok', 'failed']) this.jwtKeySetFetches.inc({ result }, 0)
+    for (const result of ['accepted', 'refused']) this.jwtVerifications.inc({ result }, 0)
+    return {
+      keySetFetched: (result) => { this.jwtKeySetFetches.inc({ result }) },
+      verified: (result) => { this.jwtVerifications.inc({ result }) }
     }
   }
 

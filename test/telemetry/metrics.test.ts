@@ -15,6 +15,10 @@ import { spawnServer, startServer } from '../helpers/server-process.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 import { subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 import { listenOnLoopback } from '../helpers/test-servers.js'
+import { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
+import { openMemoryStore } from '../../src/store/memory/store.js'
+import { generateSigningKey, startIdentityProvider } from '../helpers/identity-provider.js'
+import { claimsFor, nowSeconds, TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
 
 interface Sample { labels?: Record<string, string>, value?: string }
 interface Family { name: string, help: string, type: string, metrics: Sample[] }
@@ -244,6 +248,29 @@ describe('Metrics of an unavailable store and of shed requests', () => {
     expect(valueOf(scraped, 'plantstore_http_requests_shed_total', { reason: 'in_flight' })).toBe(3)
     expect(valueOf(scraped, 'plantstore_http_requests_shed_total', { reason: 'event_loop' })).toBe(0)
     expect(valueOf(scraped, 'http_request_duration_seconds', { route: '/plants/:id', status_code: '503' })).toBe(3)
+  })
+})
+
+describe('Metrics of JWT access tokens', () => {
+  it('count key-set fetches and first verifications by result, not the repeats of a remembered token', async () => {
+    const provider = await startIdentityProvider({ keys: [await generateSigningKey('ES256', 'metrics-ec')] })
+    onTestFinished(() => provider.close())
+    const settings = { issuer: provider.issuer, audiences: [TEST_AUDIENCE], jwksUrl: undefined, algorithms: ['ES256' as const], scopeClaim: 'scope', clockToleranceS: 30 }
+    const { app, url } = await appWithMetrics(async () => openMemoryStore(), { jwt: new JwtAccessTokens(settings) })
+    const plain = await appWithMetrics(async () => openMemoryStore())
+    const token = await provider.sign(claimsFor(provider))
+    const expired = await provider.sign(claimsFor(provider, { exp: nowSeconds() - 3600 }))
+
+    const statuses = []
+    for (const bearerToken of [token, token, token, expired]) statuses.push((await app.inject({ method: 'GET', url: '/plants', headers: bearer(bearerToken) })).statusCode)
+    const scraped = await scrape(url)
+
+    expect(statuses).toEqual([200, 200, 200, 401])
+    expect(valueOf(scraped, 'plantstore_jwt_key_set_fetches_total', { result: 'ok' })).toBe(1)
+    expect(valueOf(scraped, 'plantstore_jwt_key_set_fetches_total', { result: 'failed' })).toBe(0)
+    expect(valueOf(scraped, 'plantstore_jwt_verifications_total', { result: 'accepted' })).toBe(1)
+    expect(valueOf(scraped, 'plantstore_jwt_verifications_total', { result: 'refused' })).toBe(1)
+    expect((await scrape(plain.url)).families.get('plantstore_jwt_verifications_total')?.metrics ?? []).toEqual([])
   })
 })
 

@@ -43,6 +43,8 @@ export class IssuerKeys {
   #log: KeySetLog = { fetchFailed: () => {}, fetchRecovered: () => {} }
   /** Called when a fetch brings a set that differs from the one held before. */
   onChange: () => void = () => {}
+  /** Called when a fetch ends, whether it brought a set. */
+  onFetched: (outcome: 'ok' | 'failed') => void = () => {}
 
   constructor (
     private readonly source: Pick<JwtSettings, 'issuer' | 'jwksUrl'>,
@@ -86,11 +88,13 @@ export class IssuerKeys {
         this.#install(keySet)
         if (this.#failing) this.#log.fetchRecovered()
         this.#failing = false
+        this.onFetched('ok')
         return true
       },
       (error: unknown) => {
         if (!this.#failing) this.#log.fetchFailed(error instanceof Error ? error.message : String(error))
         this.#failing = true
+        this.onFetched('failed')
         return false
       }
     ).finally(() => { this.#fetching = undefined })

@@ -16,6 +16,12 @@ const JWT_FORM = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/
 /** Hears why a JWT was refused; the client only ever learns that it was. */
 export type JwtRefusal = (reason: string) => void
 
+/** What metrics hear of JWTs: each fetch of the key set, and each first verification (remembered tokens are not verified again). */
+export interface JwtObserver {
+  keySetFetched (outcome: 'ok' | 'failed'): void
+  verified (outcome: 'accepted' | 'refused'): void
+}
+
 type Verdict = { readonly identity: TokenIdentity } | { readonly refusal: string }
 
 /** Whether a credential has a JWT's form; only such credentials are verified as JWTs. */
@@ -37,11 +43,13 @@ export class JwtAccessTokens {
   readonly keys: IssuerKeys
   #verified = new Map<string, TokenIdentity>()
   #verifying = new Map<string, Promise<Verdict>>()
+  observer: JwtObserver | undefined
 
   constructor (readonly settings: JwtSettings, timings: KeySetTimings = DEFAULT_KEY_SET_TIMINGS) {
     this.keys = new IssuerKeys(settings, timings)
     // A key the provider removed must not keep vouching for the tokens it signed.
     this.keys.onChange = () => { this.#verified.clear() }
+    this.keys.onFetched = (outcome) => { this.observer?.keySetFetched(outcome) }
   }
 
   /** Fetches the issuer's keys (see IssuerKeys.start). */
@@ -75,6 +83,7 @@ export class JwtAccessTokens {
       verdict = this.#verify(token).then((outcome) => {
         this.#verifying.delete(digest)
         if ('identity' in outcome) this.#remember(digest, outcome.identity)
+        this.observer?.verified('identity' in outcome ? 'accepted' : 'refused')
         return outcome
       })
       this.#verifying.set(digest, verdict)
