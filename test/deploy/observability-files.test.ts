@@ -3,13 +3,15 @@ import { createServer } from 'node:http'
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { join, posix } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { parse } from 'yaml'
 import { temporaryFolder } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { freePort } from '../../scripts/embedded-postgres.js'
 import { startServer } from '../helpers/server-process.js'
 import { listenOnLoopback } from '../helpers/test-servers.js'
+import { generateSigningKey, startIdentityProvider } from '../helpers/identity-provider.js'
+import { claimsFor, TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
 
 /**
  * The monitoring kit under deploy/observability/ and the compose profile that runs it: the alerting
@@ -225,12 +227,16 @@ async function scrapeAfterTraffic (databaseUrl: string): Promise<string> {
     })
   })
   const receiverPort = await listenOnLoopback(receiver)
+  const provider = await startIdentityProvider({ keys: [await generateSigningKey('ES256', 'observability')] })
+  onTestFinished(() => provider.close())
   const metricsPort = await freePort()
   const server = await startServer({
     DATABASE_URL: databaseUrl,
     METRICS_PORT: String(metricsPort),
     PLANTSTORE_TOKENS: `name=admin;scopes=admin;${ADMIN_TOKEN},name=writer;scopes=plants:read+plants:write;${WRITER_TOKEN}`,
-    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true'
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    AUTH_JWT_ISSUER: provider.issuer,
+    AUTH_JWT_AUDIENCE: TEST_AUDIENCE
   })
   const call = async (method: string, path: string, token: string | undefined, body?: unknown) => {
     const response = await fetch(`${server.baseUrl}${path}`, {
@@ -256,6 +262,7 @@ async function scrapeAfterTraffic (databaseUrl: string): Promise<string> {
   expect(await call('GET', '/plants/404', WRITER_TOKEN)).toBe(404)
   expect(await call('GET', '/no-such-path', WRITER_TOKEN)).toBe(404)
   expect(await call('GET', '/plants', undefined)).toBe(401)
+  expect(await call('GET', '/plants', await provider.sign(claimsFor(provider)))).toBe(200)
 
   const scrape = async () => {
     const response = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)
