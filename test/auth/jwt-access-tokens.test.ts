@@ -5,7 +5,8 @@ import type { JwtSettings } from '../../src/auth/jwt/jwt-settings.js'
 import { backends, bearer, buildTestApp, expectError, postPlant, TEST_TOKEN, type Backend } from '../helpers/app.js'
 import { generateSigningKey, startIdentityProvider, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import {
-  auth0AccessToken, auth0Layout, claimsFor, ENTRA_API_CLIENT_ID, entraAccessToken, entraLayout, keycloakAccessToken, keycloakLayout, TEST_AUDIENCE
+  auth0AccessToken, auth0Layout, claimsFor, ENTRA_API_CLIENT_ID, entraAccessToken, entraLayout, keycloakAccessToken, keycloakLayout, TEST_AUDIENCE,
+  type ProviderLayout
 } from '../helpers/jwt-tokens.js'
 import { collectingStream } from '../helpers/log-lines.js'
 
@@ -111,7 +112,7 @@ describe('Tokens shaped as identity providers issue them', () => {
   const providers: IdentityProvider[] = []
   afterAll(() => Promise.all(providers.map((provider) => provider.close())))
 
-  async function providerWith (layout: Parameters<typeof startIdentityProvider>[0], ...keys: TestSigningKey[]) {
+  async function providerWith (layout: ProviderLayout, ...keys: TestSigningKey[]) {
     const provider = await startIdentityProvider({ ...layout, keys })
     providers.push(provider)
     return provider
