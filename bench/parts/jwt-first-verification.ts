@@ -79,7 +79,7 @@ export async function measureFirstVerifications (harness: Harness, provider: Ide
       { target: `jwt-${algorithm}`, load: REMEMBERED_LOAD, ...rememberedSummary, ratio: 1, cpuRatio: 1, against: FIRST_VERIFICATION_REFERENCE }
     ]
   })
-  printFirstVerificationTable(rows, first, signed, rounds, (await harness.regime()).getCpuUs)
+  printFirstVerificationTable(rows, first, signed, rounds, (await harness.regime()).getCpuUs, harness.pinning)
   return rows
 }
 
@@ -131,7 +131,7 @@ function summarizeBatches (batches: readonly Batch[]) {
 }
 
 function printFirstVerificationTable (rows: Row[], first: ReadonlyMap<SigningAlgorithm, Batch[]>, signed: ReadonlyMap<SigningAlgorithm, string[]>,
-  rounds: number, baselineGetCpuUs: number): void {
+  rounds: number, baselineGetCpuUs: number, pinned: boolean): void {
   const header = ['algorithm', 'key', 'chars', 'tokens', 'µs CPU first', 'per-round µs first', 'µs CPU remembered', 'first ÷ remembered',
     'first ÷ baseline GET', 'wall µs p50/p99 first', 'first/s one at a time']
   const lines = SIGNING_ALGORITHMS.map((algorithm) => {
@@ -144,7 +144,8 @@ function printFirstVerificationTable (rows: Row[], first: ReadonlyMap<SigningAlg
       (firstRow.serverCpuUs / baselineGetCpuUs).toFixed(1), `${Math.round(firstRow.p50 * 1000)}/${Math.round(firstRow.p99 * 1000)}`, String(firstRow.rps)]
   })
   process.stdout.write('\nFirst verification of a JWT never seen before, per algorithm, against the same token found remembered: JwtAccessTokens (src/) ' +
-    'in the bench\'s process (CPU 1, the load generator\'s, idle meanwhile), keys by discovery from the bench\'s provider, each token awaited alone; ' +
+    `in the bench's process (${pinned ? "CPU 1, the load generator's, idle meanwhile" : 'not pinned'}), keys by discovery from the bench's provider, ` +
+    'each token awaited alone; ' +
     `µs CPU: process.cpuUsage() (all threads) ÷ tokens, medians of ${rounds} round${rounds === 1 ? '' : 's'}; ` +
     `÷ baseline GET: the regime's CPU per GET by id\n${formatTable(header, lines, 2)}\n`)
 }
