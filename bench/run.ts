@@ -14,6 +14,13 @@
  *                                                  (PLANTSTORE_TOKENS) and a store token (made through
  *                                                  POST /admin/tokens), POST and GET by id with each:
  *                                                  ratios store token ÷ environment token
+ *                                        jwt       one SQLite service accepting a service token
+ *                                                  (PLANTSTORE_TOKENS) and JWTs from an identity provider
+ *                                                  the bench serves (discovery, key set): POST and GET by
+ *                                                  id with each, ratios JWT ÷ service token; then, in the
+ *                                                  bench's process, the CPU of a JWT's first verification
+ *                                                  per algorithm (RS256, PS256, ES256, EdDSA) against the
+ *                                                  same token found remembered
  *                                        auth-failure-limit  two SQLite services, AUTH_FAILURE_LIMIT_PER_MINUTE
  *                                                  0 (off) and the default (100): GET by id with a
  *                                                  valid token, ratios default ÷ off
@@ -75,6 +82,7 @@ import { Harness, regimeLine, type Part } from './harness.js'
 import { authFailureLimitPart } from './parts/auth-failure-limit.js'
 import { backendsPart } from './parts/backends.js'
 import { dataPart } from './parts/data.js'
+import { jwtPart } from './parts/jwt.js'
 import { observabilityPart } from './parts/observability.js'
 import { poolingPart } from './parts/pooling.js'
 import { profilesPart } from './parts/profiles.js'
@@ -85,7 +93,7 @@ import { webhooksPart } from './parts/webhooks.js'
 import { writeResults } from './report.js'
 
 /** Every part of a full run, in the order they run and their rows are written. */
-const PARTS: readonly Part[] = [backendsPart, tokensPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
+const PARTS: readonly Part[] = [backendsPart, tokensPart, jwtPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
 const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
