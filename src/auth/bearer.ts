@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { insufficientScope, invalidToken, missingCredentials, tooManyFailedAuthentications, type PlantstoreError } from '../errors.js'
 import type { FailedAuthenticationLimit } from './failed-authentication-limit.js'
-import { hasJwtForm, type JwtAccessTokens } from './jwt/jwt-access-tokens.js'
+import { hasJwtForm, mayBeJwt, type JwtAccessTokens } from './jwt/jwt-access-tokens.js'
 import { grants } from './scope-sets.js'
 import type { Scope } from '../store/scopes.js'
 import type { AccessTokenRegistry, TokenIdentity } from './token-registry.js'
@@ -19,7 +19,7 @@ declare module 'fastify' {
 export interface BearerAuthenticationOptions {
   readonly tokens: Pick<AccessTokenRegistry, 'identify'>
   /** JWT access tokens from the identity provider, when configured: tried for a JWT no service token matches. */
-  readonly jwtAccessTokens?: Pick<JwtAccessTokens, 'identify'> | undefined
+  readonly jwtAccessTokens?: Pick<JwtAccessTokens, 'identify' | 'remembered'> | undefined
   /** Counts each address's 401s and refuses it for a while after too many. */
   readonly failureLimit: FailedAuthenticationLimit
   /**
@@ -66,6 +66,11 @@ export const bearerAuthentication = fp(async function bearerAuthentication (app:
     specCompliance: 'rfc6749',
     verifyErrorLogLevel: 'debug',
     auth: (token: string, request: FastifyRequest) => {
+      // A JWT verified before is found by its digest before anything else, so a client repeating its JWT
+      // pays what a service token costs. It is exactly the token that was verified, so its syntax holds,
+      // and no service token is also a valid JWT: the service tokens' answers stay as they were.
+      const remembered = jwtAccessTokens !== undefined && mayBeJwt(token) ? jwtAccessTokens.remembered(token) : undefined
+      if (remembered !== undefined) return accept(request, remembered)
       if (!isB64Token(token)) return false
       const identity = tokens.identify(token)
       if (identity !== undefined || jwtAccessTokens === undefined || !hasJwtForm(token)) return accept(request, identity)

@@ -24,6 +24,12 @@ export interface JwtObserver {
 
 type Verdict = { readonly identity: TokenIdentity } | { readonly refusal: string }
 
+/** Whether a credential may be a JWT, judged cheaply (its length, two dots): what may be a remembered JWT. */
+export function mayBeJwt (token: string): boolean {
+  const firstDot = token.indexOf('.')
+  return firstDot > 0 && token.length <= MAX_JWT_LENGTH && token.indexOf('.', firstDot + 1) > firstDot + 1
+}
+
 /** Whether a credential has a JWT's form; only such credentials are verified as JWTs. */
 export function hasJwtForm (token: string): boolean {
   return token.length <= MAX_JWT_LENGTH && JWT_FORM.test(token)
@@ -59,6 +65,15 @@ export class JwtAccessTokens {
 
   stop (): void {
     this.keys.stop()
+  }
+
+  /**
+   * Who this JWT is when it was verified before and has not expired, else undefined (without a verdict:
+   * `identify` gives that). One digest and one lookup: what a repeated JWT costs.
+   */
+  remembered (token: string): TokenIdentity | undefined {
+    const remembered = this.#verified.get(hash('sha256', token, 'base64'))
+    return remembered !== undefined && remembered.expiresAtMs > Date.now() ? remembered : undefined
   }
 
   /**
