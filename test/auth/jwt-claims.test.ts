@@ -4,8 +4,8 @@ import { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
 import { backends, buildTestApp } from '../helpers/app.js'
 import { startIdentityProvider, type IdentityProvider } from '../helpers/identity-provider.js'
 import {
-  buildSharedJwtApp, expectAccepted, expectInsufficientScope, expectRefused, expectRefusedBecause, generatePublishedKeys, jwtSettingsFor,
-  publishedKeyList, type SharedJwtApp
+  buildSharedJwtApp, collectedLog, expectAccepted, expectInsufficientScope, expectRefused, expectRefusedBecause, generatePublishedKeys, jwtSettingsFor,
+  publishedKeyList, refusalsOf, type SharedJwtApp
 } from '../helpers/jwt-service.js'
 import { claimsFor, nowSeconds } from '../helpers/jwt-tokens.js'
 
@@ -113,8 +113,10 @@ describe.each(backends)('JWT access tokens\' claims on $name', (backend) => {
     })
   })
 
-  it('when a verified, remembered token then expires (tolerance 0), then it is refused from then on', async () => {
-    const app = await buildTestApp({ store: await backend.open(), jwt: new JwtAccessTokens(jwtSettingsFor(provider, { clockToleranceS: 0 })) })
+  it('when a verified, remembered token then expires (tolerance 0), then it is refused from then on, logged as ERR_JWT_EXPIRED like any expired token', async () => {
+    const log = collectedLog()
+    const jwt = new JwtAccessTokens(jwtSettingsFor(provider, { clockToleranceS: 0 }))
+    const app = await buildTestApp({ store: await backend.open(), jwt, config: { logLevel: 'debug' }, logStream: log.stream })
     // At least 0.6 s of life left: time enough to be verified, then remembered, on a loaded machine.
     const exp = Math.ceil((Date.now() + 600) / 1000)
     const token = await sign({ iat: exp - 300, nbf: exp - 300, exp })
@@ -123,6 +125,7 @@ describe.each(backends)('JWT access tokens\' claims on $name', (backend) => {
     await expectAccepted(app, token, 241)
     await sleep(exp * 1000 - Date.now() + 50)
 
-    await expectRefused(app, token, 242)
+    const refused = await expectRefused(app, token, 242)
+    expect(refusalsOf(log, refused)).toEqual([{ level: 20, reason: 'ERR_JWT_EXPIRED: "exp" claim timestamp check failed' }])
   })
 })
