@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
 import { backends, bearer, buildTestApp, expectError, expectNothingStored } from '../helpers/app.js'
 import { hmacWithPublicKey, jweShaped, nonJsonPayload, oversized, unsignedToken, withCritHeader, withForgedSignature } from '../helpers/hostile-tokens.js'
-import { startIdentityProvider, type IdentityProvider } from '../helpers/identity-provider.js'
+import { generateSigningKey, startIdentityProvider, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import {
   BAD_TOKEN, buildSharedJwtApp, collectedLog, expectAccepted, expectRefused, expectRefusedBecause, generatePublishedKeys, INVALID_TOKEN_CHALLENGE,
   jwtSettingsFor, postWithJwt, publishedKeyList, refusalsOf, type PublishedKeys, type SharedJwtApp
@@ -18,14 +18,19 @@ const NOT_ALLOWED = /^ERR_JOSE_ALG_NOT_ALLOWED: /
 
 let provider: IdentityProvider
 let keys: PublishedKeys
+/** The attacker's own key, and a server publishing it, as a token's `jku` may name. */
+let attackerKey: TestSigningKey
+let attackerServer: IdentityProvider
 
 beforeAll(async () => {
-  keys = await generatePublishedKeys()
+  [keys, attackerKey] = await Promise.all([generatePublishedKeys(), generateSigningKey('RS256', 'attacker-1')])
   provider = await startIdentityProvider({ keys: publishedKeyList(keys) })
+  attackerServer = await startIdentityProvider({ keys: [attackerKey] })
 })
 
 afterAll(async () => {
   await provider?.close()
+  await attackerServer?.close()
 })
 
 describe.each(backends)('JWT access tokens under attack on $name', (backend) => {
@@ -69,6 +74,19 @@ describe.each(backends)('JWT access tokens under attack on $name', (backend) => 
       const token = await provider.sign(claimsFor(provider), { key: keys.rsa, header: { kid: 'not-in-the-set' } })
 
       await expectRefusedBecause(shared, token, 114, /^ERR_JWKS_NO_MATCHING_KEY: /)
+    })
+
+    it('then a token signed by the attacker\'s key, carrying its public key in a jwk header and naming the RSA key\'s kid, is refused', async () => {
+      const token = await provider.sign(claimsFor(provider), { key: attackerKey, header: { kid: keys.rsa.kid, jwk: attackerKey.publicJwk } })
+
+      await expectRefusedBecause(shared, token, 118, /^ERR_JWS_SIGNATURE_VERIFICATION_FAILED: /)
+    })
+
+    it('then a token signed by the attacker\'s key whose jku header names the attacker\'s key set is refused, and that set never fetched', async () => {
+      const token = await provider.sign(claimsFor(provider), { key: attackerKey, header: { jku: attackerServer.jwksUrl } })
+
+      await expectRefusedBecause(shared, token, 119, /^ERR_JWKS_NO_MATCHING_KEY: /)
+      expect(attackerServer.fetches).toEqual({ discovery: [], jwks: [] })
     })
 
     it('then a token signed by a 1024-bit RSA key whose JWK, with its kid, is in the published set is refused', async () => {
