@@ -9,6 +9,16 @@ import { inject, onTestFinished } from 'vitest'
  * DATABASE costs a checkpoint, about 0.2 s, and the suite makes hundreds of databases.
  */
 export async function createTestDatabase (adminUrl = inject('postgresAdminUrl')): Promise<string> {
+  const { url, drop } = await createSuiteDatabase(adminUrl)
+  onTestFinished(drop)
+  return url
+}
+
+/**
+ * As createTestDatabase, for the tests of a whole suite (made in `beforeAll`, where no test is running):
+ * `drop` (in `afterAll`) drops it, except on the run's embedded server.
+ */
+export async function createSuiteDatabase (adminUrl = inject('postgresAdminUrl')): Promise<{ readonly url: string, readonly drop: () => Promise<void> }> {
   const name = `plantstore_test_${randomBytes(6).toString('hex')}`
   const admin = new pg.Client({ connectionString: adminUrl })
   await admin.connect()
@@ -18,10 +28,9 @@ export async function createTestDatabase (adminUrl = inject('postgresAdminUrl'))
     await admin.end()
   }
   const runsServer = adminUrl === inject('postgresAdminUrl') && inject('postgresServerIsTemporary')
-  if (!runsServer) onTestFinished(() => dropDatabase(adminUrl, name))
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
-  return url.toString()
+  return { url: url.toString(), drop: runsServer ? async () => {} : () => dropDatabase(adminUrl, name) }
 }
 
 async function dropDatabase (adminUrl: string, name: string): Promise<void> {
