@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { insufficientScope, invalidToken, missingCredentials, tooManyFailedAuthentications, type PlantstoreError } from '../errors.js'
 import type { FailedAuthenticationLimit } from './failed-authentication-limit.js'
-import { hasJwtForm, mayBeJwt, type JwtAccessTokens } from './jwt/jwt-access-tokens.js'
+import { mayBeJwt, type JwtAccessTokens } from './jwt/jwt-access-tokens.js'
 import { grants } from './scope-sets.js'
 import type { Scope } from '../store/scopes.js'
 import type { AccessTokenRegistry, TokenIdentity } from './token-registry.js'
@@ -73,7 +73,8 @@ export const bearerAuthentication = fp(async function bearerAuthentication (app:
       if (remembered !== undefined) return accept(request, remembered)
       if (!isB64Token(token)) return false
       const identity = tokens.identify(token)
-      if (identity !== undefined || jwtAccessTokens === undefined || !hasJwtForm(token)) return accept(request, identity)
+      // Any dotted token that is no service token goes to the JWT verifier, which says why it refuses it.
+      if (identity !== undefined || jwtAccessTokens === undefined || !token.includes('.')) return accept(request, identity)
       const verified = jwtAccessTokens.identify(token, (reason) => { request.log.debug({ reason }, 'JWT access token refused') })
       return verified instanceof Promise ? verified.then((jwtIdentity) => accept(request, jwtIdentity)) : accept(request, verified)
     }

@@ -90,7 +90,7 @@ export class JwtAccessTokens {
     if (remembered !== undefined) {
       if (remembered.expiresAtMs > Date.now()) return remembered
       this.#verified.delete(digest)
-      refused('"exp" claim timestamp check failed')
+      refused('ERR_JWT_EXPIRED: "exp" claim timestamp check failed')
       return undefined
     }
     let verdict = this.#verifying.get(digest)
@@ -128,7 +128,7 @@ export class JwtAccessTokens {
       return { refusal: '"iat" claim timestamp check failed (it should be in the past)' }
     }
     const subject = nonEmptyString(payload.sub) ?? nonEmptyString(payload.client_id)
-    if (subject === undefined) return { refusal: 'the token names neither a "sub" nor a "client_id"' }
+    if (subject === undefined) return { refusal: 'the token names no subject: neither "sub" nor "client_id" is a string' }
     const name = `jwt:${subject}`
     return {
       identity: {
