@@ -104,11 +104,11 @@ export function expectRefused (response: LightMyRequestResponse): void {
   })
 }
 
-/** Resolves with what `work` resolves with and how long it took. */
-export async function timed<T> (work: Promise<T>): Promise<{ readonly value: T, readonly elapsedMs: number }> {
+/** Resolves with what `work` resolves with, how long it took, and when it ended (Date.now()). */
+export async function timed<T> (work: Promise<T>): Promise<{ readonly value: T, readonly elapsedMs: number, readonly endedAt: number }> {
   const started = performance.now()
   const value = await work
-  return { value, elapsedMs: performance.now() - started }
+  return { value, elapsedMs: performance.now() - started, endedAt: Date.now() }
 }
 
 /** Waits until `condition` holds, polling; fails after `timeoutMs`. */
