@@ -135,3 +135,17 @@ export function lastFetchAt (idp: IdentityProvider): number {
 export function fetchCounts (idp: IdentityProvider): { discovery: number, jwks: number } {
   return { discovery: idp.fetches.discovery.length, jwks: idp.fetches.jwks.length }
 }
+
+const FAILED_REASON = /^cannot fetch the identity provider's keys \((.+)\); JWTs signed/
+
+/** `text` as a regular expression matching it literally. */
+export function escaped (text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
+}
+
+/** Asserts the warn line of a failing streak: its reason exactly (a string) or matching (a pattern, where the system words it). */
+export function expectFailedLine (line: KeySetLogLine | undefined, idp: Pick<IdentityProvider, 'issuer'>, reason: string | RegExp): void {
+  const shownReason = typeof reason === 'string' ? reason : FAILED_REASON.exec(line?.msg ?? '')?.[1] ?? ''
+  expect(shownReason).toMatch(reason)
+  expect(line).toEqual({ level: WARN, msg: fetchFailedMessage(shownReason), issuer: idp.issuer })
+}

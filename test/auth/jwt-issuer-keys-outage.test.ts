@@ -3,7 +3,7 @@ import { TEST_TOKEN } from '../helpers/app.js'
 import { generateSigningKey, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import { claimsFor } from '../helpers/jwt-tokens.js'
 import {
-  expectRefused, fetchCounts, type KeySetLogLine, fetchFailedMessage, getPlants, INFO, MARGIN_MS, provider, RECOVERED, sleep, startJwtApp, timed, TIMINGS, WARN
+  escaped, expectFailedLine, expectRefused, fetchCounts, getPlants, INFO, MARGIN_MS, provider, RECOVERED, sleep, startJwtApp, timed, TIMINGS, WARN
 } from './jwt-issuer-keys-fixtures.js'
 
 // An identity provider that cannot be reached never makes a request hang or fail with a 5xx (issue 27),
@@ -67,19 +67,6 @@ const OUTAGES: readonly Outage[] = [
   }
 ]
 
-const FAILED_REASON = /^cannot fetch the identity provider's keys \((.+)\); JWTs signed/
-
-function escaped (text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
-}
-
-/** Asserts the warn line of a failing streak, its reason exactly (a string) or matching (a pattern, when the system words it). */
-function expectFailedLine (line: KeySetLogLine | undefined, idp: IdentityProvider, reason: string | RegExp): void {
-  const shownReason = typeof reason === 'string' ? reason : FAILED_REASON.exec(line?.msg ?? '')?.[1] ?? ''
-  expect(shownReason).toMatch(reason)
-  expect(line).toEqual({ level: WARN, msg: fetchFailedMessage(shownReason), issuer: idp.issuer })
-}
-
 describe.each(OUTAGES)('While the identity provider $name, with its keys cached', (outage) => {
   it('then a known key id is accepted at once, an unknown one refused with 401 within the fetch time-out, the streak logged once, and its end once', async () => {
     const idp = await provider([rsa])
@@ -121,6 +108,26 @@ describe.each(OUTAGES)('While the identity provider $name, with its keys cached'
     expect(lines).toHaveLength(2)
     expectFailedLine(lines[0], idp, outage.reason(idp))
     expect(lines[1]).toEqual({ level: INFO, msg: RECOVERED, issuer: idp.issuer })
+  })
+})
+
+describe('One fetch\'s time-out', () => {
+  it('when the discovery document is slow and the key set then hangs, then one time-out covers both and the request is refused within it', async () => {
+    const fetchTimeoutMs = 1000
+    const idp = await provider([rsa])
+    const { app, keySetLines } = await startJwtApp(idp, { timings: { fetchTimeoutMs } })
+    idp.publish([rsa, ec])
+    idp.behave('serve', { document: 'discovery', delayMs: 900 })
+    idp.behave('hang', { document: 'jwks' })
+    await sleep(COOLDOWN + 20)
+
+    const refused = await timed(getPlants(app, await idp.sign(claimsFor(idp), { key: ec })))
+
+    expectRefused(refused.value)
+    // Two time-outs, one per document, would take 900 ms + 1000 ms.
+    expect(refused.elapsedMs).toBeLessThan(fetchTimeoutMs + MARGIN_MS)
+    expect(fetchCounts(idp)).toEqual({ discovery: 2, jwks: 2 })
+    expectFailedLine(keySetLines()[0], idp, `${idp.jwksUrl} cannot be fetched: it did not answer in time`)
   })
 })
 
