@@ -3,7 +3,7 @@ import { TEST_TOKEN } from '../helpers/app.js'
 import { generateSigningKey, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import { claimsFor } from '../helpers/jwt-tokens.js'
 import {
-  escaped, expectFailedLine, expectRefused, fetchCounts, getPlants, INFO, MARGIN_MS, provider, RECOVERED, sleep, startJwtApp, timed, TIMINGS, WARN
+  escaped, expectFailedLine, expectRefused, fetchCounts, getPlants, INFO, MARGIN_MS, provider, RECOVERED, sleep, startJwtApp, timed, TIMINGS, waitFor, WARN
 } from './jwt-issuer-keys-fixtures.js'
 
 // An identity provider that cannot be reached never makes a request hang or fail with a 5xx (issue 27),
@@ -90,14 +90,16 @@ describe.each(OUTAGES)('While the identity provider $name, with its keys cached'
       expectRefused(value)
       expect(elapsedMs).toBeLessThan(LONGEST_WAIT_MS)
     }
-    if (outage.seen) expect(fetchCounts(idp).discovery).toBe(before.discovery + 1)
+    // At least the first refused request's fetch (a loaded machine may let the cooldown pass before the third).
+    const afterFirst = fetchCounts(idp).discovery
+    if (outage.seen) expect(afterFirst).toBeGreaterThan(before.discovery)
 
     // A second failing fetch of the same streak is not logged again.
     await sleep(COOLDOWN + 20)
     const again = await timed(getPlants(app, await idp.sign(claimsFor(idp), { key: ec })))
     expectRefused(again.value)
     expect(again.elapsedMs).toBeLessThan(LONGEST_WAIT_MS)
-    if (outage.seen) expect(fetchCounts(idp).discovery).toBe(before.discovery + 2)
+    if (outage.seen) expect(fetchCounts(idp).discovery).toBeGreaterThan(afterFirst)
     expect((await getPlants(app, TEST_TOKEN)).statusCode).toBe(200)
 
     await outage.end(idp)
@@ -107,6 +109,30 @@ describe.each(OUTAGES)('While the identity provider $name, with its keys cached'
     const lines = keySetLines()
     expect(lines).toHaveLength(2)
     expectFailedLine(lines[0], idp, outage.reason(idp))
+    expect(lines[1]).toEqual({ level: INFO, msg: RECOVERED, issuer: idp.issuer })
+  })
+})
+
+describe('A long outage', () => {
+  it('when background refreshes fail again and again, then the streak is logged once, and once more when a refresh works again', async () => {
+    const idp = await provider([rsa])
+    const { app, keySetLines } = await startJwtApp(idp, { timings: { refreshMs: 100 } })
+    const cached = await idp.sign(claimsFor(idp))
+    expect((await getPlants(app, cached)).statusCode).toBe(200)
+
+    idp.behave('error500')
+    const failingSince = fetchCounts(idp).discovery
+    await waitFor(() => fetchCounts(idp).discovery >= failingSince + 5, 3000, 'five failing background refreshes')
+    expect((await getPlants(app, await idp.sign(claimsFor(idp)))).statusCode).toBe(200)
+    expect(keySetLines().map(({ level }) => level)).toEqual([WARN])
+
+    idp.behave('serve')
+    await waitFor(() => keySetLines().length === 2, 3000, 'a background refresh that works')
+    await sleep(300)
+    const lines = keySetLines()
+    expect(lines).toHaveLength(2)
+    // The outage may begin between a refresh's two requests: either document is the one that failed first.
+    expectFailedLine(lines[0], idp, new RegExp(`^(${escaped(idp.discoveryUrl)}|${escaped(idp.jwksUrl)}) answered 500$`))
     expect(lines[1]).toEqual({ level: INFO, msg: RECOVERED, issuer: idp.issuer })
   })
 })
