@@ -15,7 +15,8 @@ beforeAll(async () => {
 describe('A key set that is JSON but whose keys are not keys', () => {
   it.each([
     ['an RSA key without its modulus and exponent', [{ kty: 'RSA', kid: 'rsa-1', alg: 'RS256', use: 'sig' }]],
-    ['an empty object', [{}]]
+    ['an empty object', [{}]],
+    ['no key at all', []]
   ] as const)('when the provider serves %s, then the set is refused like garbage: the cached keys keep working and the failure is logged once', async (_what, keys) => {
     const idp = await provider([rsa])
     const { app, keySetLines } = await startJwtApp(idp)

@@ -116,7 +116,10 @@ export class IssuerKeys {
     const jwksUrl = this.source.jwksUrl ?? await this.#discoverKeySetUrl(signal)
     const keySet = await fetchJson(jwksUrl, signal)
     if (!isKeySet(keySet)) throw new Error(`the key set at ${jwksUrl} is not a JSON Web Key Set`)
-    // Refuses a malformed set now, not at the first token.
+    if (keySet.keys.length === 0) throw new Error(`the key set at ${jwksUrl} holds no key`)
+    // A malformed key would take the place of the working ones; a key of another type or use is only ignored.
+    const malformed = keySet.keys.find((key) => !isWellFormedKey(key))
+    if (malformed !== undefined) throw new Error(`the key set at ${jwksUrl} holds a malformed key (kid ${JSON.stringify(malformed.kid)})`)
     createLocalJWKSet(keySet)
     return keySet
   }
@@ -133,6 +136,16 @@ export class IssuerKeys {
     }
     return jwksUri
   }
+}
+
+/** RFC 7518 §6: the members each key type cannot do without (jose checks them only when a token needs the key). */
+const REQUIRED_MEMBERS: Readonly<Record<string, readonly string[]>> = { RSA: ['n', 'e'], EC: ['crv', 'x', 'y'], OKP: ['crv', 'x'], oct: ['k'] }
+
+function isWellFormedKey (key: unknown): boolean {
+  if (typeof key !== 'object' || key === null) return false
+  const members = key as Record<string, unknown>
+  if (typeof members.kty !== 'string') return false
+  return (REQUIRED_MEMBERS[members.kty] ?? []).every((member) => typeof members[member] === 'string')
 }
 
 function isKeySet (value: unknown): value is JSONWebKeySet {
