@@ -5,31 +5,19 @@ import type { JwtSettings } from '../../src/auth/jwt/jwt-settings.js'
 import { backends, bearer, buildTestApp, expectError, postPlant, TEST_TOKEN, type Backend } from '../helpers/app.js'
 import { generateSigningKey, startIdentityProvider, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import {
-  auth0AccessToken, auth0Layout, claimsFor, ENTRA_API_CLIENT_ID, entraAccessToken, entraLayout, keycloakAccessToken, keycloakLayout, TEST_AUDIENCE,
+  auth0AccessToken, auth0Layout, claimsFor, ENTRA_API_CLIENT_ID, entraAccessToken, entraLayout, keycloakAccessToken, keycloakLayout,
   type ProviderLayout
 } from '../helpers/jwt-tokens.js'
+import { jwtSettingsFor } from '../helpers/jwt-service.js'
 import { collectingStream } from '../helpers/log-lines.js'
 
 const INVALID_TOKEN_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
 const BAD_TOKEN = 'the bearer token is missing, malformed or not accepted'
 
-/** The settings a provider's tokens are judged by: its issuer, the tests' audience, the default algorithms. */
-function settingsFor (provider: IdentityProvider, overrides: Partial<JwtSettings> = {}): JwtSettings {
-  return {
-    issuer: provider.issuer,
-    audiences: [TEST_AUDIENCE],
-    jwksUrl: undefined,
-    algorithms: ['RS256', 'ES256', 'EdDSA'],
-    scopeClaim: 'scope',
-    clockToleranceS: 30,
-    ...overrides
-  }
-}
-
 async function appFor (backend: Backend, provider: IdentityProvider, options: { settings?: Partial<JwtSettings>, tokens?: readonly string[], config?: Parameters<typeof buildTestApp>[0] } = {}): Promise<FastifyInstance> {
   return buildTestApp({
     store: await backend.open(),
-    jwt: new JwtAccessTokens(settingsFor(provider, options.settings)),
+    jwt: new JwtAccessTokens(jwtSettingsFor(provider, options.settings)),
     ...(options.tokens === undefined ? {} : { tokens: options.tokens }),
     ...options.config
   })
@@ -121,7 +109,7 @@ describe('Tokens shaped as identity providers issue them', () => {
   it('takes Keycloak\'s client-credentials token: scopes in the "scope" string among profile and email, aud an array', async () => {
     const provider = await providerWith(keycloakLayout('acme'), await generateSigningKey('RS256', 'kc-rsa'))
     const log = collectingStream()
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
+    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
     const token = await keycloakAccessToken(provider, { clientId: 'inventory-sync', scopes: ['plants:read', 'plants:write'] })
 
     const created = await postPlant(app, { id: 10, name: 'Fern' }, bearer(token))
@@ -138,7 +126,7 @@ describe('Tokens shaped as identity providers issue them', () => {
   it('takes Auth0\'s token: an issuer ending in "/", sub "<client id>@clients", aud a string; in both token profiles', async () => {
     const provider = await providerWith(auth0Layout(), await generateSigningKey('RS256', 'auth0-rsa'))
     const log = collectingStream()
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
+    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
     const auth0Profile = await auth0AccessToken(provider, { clientId: 'K8sQ2xNw', scopes: ['plants:write'], permissions: true })
     const rfc9068Profile = await auth0AccessToken(provider, { clientId: 'Zr41mPq0', scopes: ['plants:read'], profile: 'rfc9068' })
 
@@ -154,7 +142,7 @@ describe('Tokens shaped as identity providers issue them', () => {
 
   it('takes Entra ID\'s app-only v2.0 token with AUTH_JWT_SCOPE_CLAIM=roles: the app roles are the scopes, aud the API\'s client id', async () => {
     const provider = await providerWith(entraLayout(), await generateSigningKey('RS256', 'entra-rsa'))
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID, 'api://plantstore'], scopeClaim: 'roles' })) })
+    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID, 'api://plantstore'], scopeClaim: 'roles' })) })
     const writer = await entraAccessToken(provider, { clientId: '0d9e5c1b-2f3a-4b6c-8d7e-9f0a1b2c3d4e', scopes: ['plants:write'] })
     const readerByUri = await entraAccessToken(provider, { clientId: '0d9e5c1b-2f3a-4b6c-8d7e-9f0a1b2c3d4e', scopes: ['plants:read'], audience: 'api://plantstore' })
 
@@ -169,7 +157,7 @@ describe('Tokens shaped as identity providers issue them', () => {
 
   it('finds no scope in Entra ID\'s token under the default claim "scope": 403, not a silent grant', async () => {
     const provider = await providerWith(entraLayout('11111111-2222-4333-8444-555555555555'), await generateSigningKey('RS256', 'entra-2'))
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID] })) })
+    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID] })) })
     const token = await entraAccessToken(provider, { clientId: 'client-a', scopes: ['plants:read', 'plants:write'] })
 
     expectError(await get(app, '/plants', token), 403, 'this token lacks the scope "plants:read", which this operation needs')
@@ -182,7 +170,7 @@ describe('A JWT\'s identity in the log line and the per-token rate limit', () =>
   afterAll(() => provider.close())
 
   it('counts requests per subject: two tokens of one subject share a limit, another subject has its own', async () => {
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider)), config: { rateLimitPerMinute: 2 } })
+    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider)), config: { rateLimitPerMinute: 2 } })
     const first = await provider.sign(claimsFor(provider, { sub: 'batch-job' }))
     const second = await provider.sign(claimsFor(provider, { sub: 'batch-job' }))
     const other = await provider.sign(claimsFor(provider, { sub: 'web-shop' }))
@@ -196,7 +184,7 @@ describe('A JWT\'s identity in the log line and the per-token rate limit', () =>
 
   it('names a token without "sub" by its client_id in the log line, and never logs the token', async () => {
     const log = collectingStream()
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider)), logStream: log.stream, config: { logLevel: 'trace' } })
+    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'trace' } })
     const token = await provider.sign(claimsFor(provider, { sub: undefined, client_id: 'nightly-export' }))
 
     const response = await get(app, '/plants', token)
@@ -213,7 +201,7 @@ describe('The OpenAPI document with an identity provider configured', () => {
   it('says the bearer may be a JWT from the issuer, for its audience, with the scope claim', async () => {
     const provider = await startIdentityProvider({ keys: [await generateSigningKey('RS256', 'doc')] })
     try {
-      const app = await buildTestApp({ jwt: new JwtAccessTokens(settingsFor(provider, { audiences: ['plantstore-api', 'api://plants'] })) })
+      const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: ['plantstore-api', 'api://plants'] })) })
       const plain = await buildTestApp()
 
       const scheme = (await app.inject({ method: 'GET', url: '/openapi.json' })).json<{ components: { securitySchemes: { bearerAuth: { description: string } } } }>()

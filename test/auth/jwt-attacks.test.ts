@@ -4,9 +4,10 @@ import { backends, bearer, buildTestApp, expectError, expectNothingStored } from
 import { hmacWithPublicKey, jweShaped, nonJsonPayload, oversized, unsignedToken, withCritHeader, withForgedSignature } from '../helpers/hostile-tokens.js'
 import { generateSigningKey, startIdentityProvider, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import {
-  BAD_TOKEN, buildSharedJwtApp, collectedLog, expectAccepted, expectRefusedBecause, generatePublishedKeys, INVALID_TOKEN_CHALLENGE,
+  BAD_TOKEN, buildSharedJwtApp, expectAccepted, expectRefusedBecause, generatePublishedKeys, INVALID_TOKEN_CHALLENGE,
   jwtSettingsFor, postWithJwt, publishedKeyList, refusalsOf, type PublishedKeys, type SharedJwtApp
 } from '../helpers/jwt-service.js'
+import { collectingStream } from '../helpers/log-lines.js'
 import { claimsFor, nowSeconds } from '../helpers/jwt-tokens.js'
 
 // Forged, confused and malformed JWTs (issue 27, "Bad input and attacks"), sent through HTTP to a service
@@ -145,7 +146,7 @@ describe.each(backends)('JWT access tokens under attack on $name', (backend) => 
   })
 
   it('when JWTs are refused, then each reason is logged at debug level, the client gets one answer, and no line holds a token', async () => {
-    const log = collectedLog()
+    const log = collectingStream()
     const app = await buildTestApp({ store: await backend.open(), jwt: new JwtAccessTokens(jwtSettingsFor(provider)), config: { logLevel: 'debug' }, logStream: log.stream })
     const now = nowSeconds()
     const expired = await provider.sign(claimsFor(provider, { iat: now - 420, nbf: now - 420, exp: now - 120 }))

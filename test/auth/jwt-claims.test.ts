@@ -4,9 +4,10 @@ import { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
 import { backends, buildTestApp } from '../helpers/app.js'
 import { startIdentityProvider, type IdentityProvider } from '../helpers/identity-provider.js'
 import {
-  buildSharedJwtApp, collectedLog, expectAccepted, expectInsufficientScope, expectRefused, expectRefusedBecause, generatePublishedKeys, jwtSettingsFor,
+  buildSharedJwtApp, expectAccepted, expectInsufficientScope, expectRefused, expectRefusedBecause, generatePublishedKeys, jwtSettingsFor,
   publishedKeyList, refusalsOf, type SharedJwtApp
 } from '../helpers/jwt-service.js'
+import { collectingStream } from '../helpers/log-lines.js'
 import { claimsFor, nowSeconds } from '../helpers/jwt-tokens.js'
 
 // What a valid signature vouches for (issue 27, "Bad input and attacks"): a token from the trusted provider
@@ -114,7 +115,7 @@ describe.each(backends)('JWT access tokens\' claims on $name', (backend) => {
   })
 
   it('when a verified, remembered token then expires (tolerance 0), then it is refused from then on, logged as ERR_JWT_EXPIRED like any expired token', async () => {
-    const log = collectedLog()
+    const log = collectingStream()
     const jwt = new JwtAccessTokens(jwtSettingsFor(provider, { clockToleranceS: 0 }))
     const app = await buildTestApp({ store: await backend.open(), jwt, config: { logLevel: 'debug' }, logStream: log.stream })
     // At least 0.6 s of life left: time enough to be verified, then remembered, on a loaded machine.

@@ -1,16 +1,15 @@
-import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { expect, onTestFinished } from 'vitest'
 import type { KeySetTimings } from '../../src/auth/jwt/issuer-keys.js'
 import { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
-import type { JwtSettings } from '../../src/auth/jwt/jwt-settings.js'
 import type { LogLevel } from '../../src/config.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import { bearer, buildTestApp } from '../helpers/app.js'
 import { startIdentityProvider, type IdentityProvider, type IdentityProviderOptions, type PublishedKey } from '../helpers/identity-provider.js'
-import { TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
-import { appendCapturedLog, CAPTURED_LOG_LEVEL } from '../helpers/log-capture.js'
+import { jwtSettingsFor } from '../helpers/jwt-service.js'
+import { CAPTURED_LOG_LEVEL } from '../helpers/log-capture.js'
+import { collectingStream } from '../helpers/log-lines.js'
 
 export { sleep }
 
@@ -58,30 +57,16 @@ export async function startJwtApp (
   idp: Pick<IdentityProvider, 'issuer'>,
   options: { readonly timings?: Partial<KeySetTimings>, readonly jwksUrl?: string, readonly store?: PlantStore } = {}
 ): Promise<JwtApp> {
-  const settings: JwtSettings = {
-    issuer: idp.issuer,
-    audiences: [TEST_AUDIENCE],
-    jwksUrl: options.jwksUrl,
-    algorithms: ['RS256', 'ES256', 'EdDSA'],
-    scopeClaim: 'scope',
-    clockToleranceS: 30
-  }
-  const chunks: string[] = []
-  const logStream = new Writable({
-    write (chunk: Buffer, _encoding, callback) {
-      chunks.push(chunk.toString())
-      appendCapturedLog(chunk.toString())
-      callback()
-    }
-  })
+  const settings = jwtSettingsFor(idp, { jwksUrl: options.jwksUrl })
+  const log = collectingStream()
   const logLevel: LogLevel = CAPTURED_LOG_LEVEL === undefined ? 'info' : 'trace'
   const app = await buildTestApp({
     jwt: new JwtAccessTokens(settings, { ...TIMINGS, ...options.timings }),
-    logStream,
+    logStream: log.stream,
     config: { logLevel },
     ...(options.store === undefined ? {} : { store: options.store })
   })
-  const keySetLines = (): KeySetLogLine[] => chunks.join('').split('\n')
+  const keySetLines = (): KeySetLogLine[] => log.text().split('\n')
     .filter((line) => line.includes('identity provider\'s keys'))
     .map((line) => {
       const { level, msg, issuer } = JSON.parse(line) as KeySetLogLine

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Writable } from 'node:stream'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { expect } from 'vitest'
 import { buildApp } from '../../src/app.js'
@@ -17,7 +16,8 @@ import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { bearer, expectError, expectNothingStored, postPlant, TEST_POSTGRES_OPTIONS, TEST_TOKEN, type Backend } from './app.js'
 import { generateSigningKey, type IdentityProvider, type TestSigningKey } from './identity-provider.js'
 import { TEST_AUDIENCE } from './jwt-tokens.js'
-import { appendCapturedLog, CAPTURED_LOG_LEVEL } from './log-capture.js'
+import { CAPTURED_LOG_LEVEL } from './log-capture.js'
+import { collectingStream, type CollectedLog } from './log-lines.js'
 import { createSuiteDatabase } from './postgres-database.js'
 
 export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
@@ -67,30 +67,6 @@ export function jwtSettingsFor (provider: Pick<IdentityProvider, 'issuer'>, over
   }
 }
 
-/** Log lines collected as parsed JSON (and appended to the captured logs `test:secrets` searches). */
-export interface CollectedLog {
-  readonly stream: Writable
-  /** Every line as written. */
-  readonly text: () => string
-  readonly lines: () => Array<Record<string, unknown>>
-}
-
-export function collectedLog (): CollectedLog {
-  let text = ''
-  const stream = new Writable({
-    write (chunk: Buffer, _encoding, callback) {
-      text += chunk.toString()
-      appendCapturedLog(chunk.toString())
-      callback()
-    }
-  })
-  return {
-    stream,
-    text: () => text,
-    lines: () => text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>)
-  }
-}
-
 /** A store of `backend` for a whole suite, opened in `beforeAll` (`backend.open` ties its clean-up to the running test). */
 interface SuiteStore {
   readonly store: PlantStore
@@ -129,7 +105,7 @@ export interface SharedJwtApp {
  */
 export async function buildSharedJwtApp (backend: Backend, settings: JwtSettings): Promise<SharedJwtApp> {
   const { store, remove } = await openSuiteStore(backend)
-  const log = collectedLog()
+  const log = collectingStream()
   let app: FastifyInstance
   try {
     const accessTokens = new AccessTokenRegistry(store.tokens, parseTokenList(TEST_TOKEN))
