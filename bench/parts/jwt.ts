@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
-import { record, roundRatios, summarize, type Row, type Samples } from '../figures.js'
+import { roundRatios, type Row, type Samples } from '../figures.js'
 import { PRELOADED, type Harness, type Part } from '../harness.js'
 import { AUDIENCE, IdentityProvider } from '../identity-provider.js'
-import type { Load } from '../load-generator.js'
 import type { Target } from '../processes.js'
 import { describeRounds, formatTable, generatorCell, ratioRange } from '../report.js'
 import { FIRST_VERIFICATION_REFERENCE, measureFirstVerifications } from './jwt-first-verification.js'
+import { measureTokenPair } from './paired-tokens.js'
 
 const JWT_LOADS = ['post', 'get'] as const
 const SERVICE_TOKEN_NAME = 'bench-token'
@@ -48,46 +48,12 @@ async function compareWithServiceToken (harness: Harness, provider: IdentityProv
   const jwt = await provider.sign('RS256')
   const serviceTokenTarget: Target = { ...service, name: SERVICE_TOKEN_TARGET, token: serviceToken }
   const jwtTarget: Target = { ...service, name: JWT_TARGET, token: jwt }
-  let nextId = 1_000_000_000_000n
-  const measureNext = async (target: Target, load: Load, seconds: number) => {
-    target.nextId = nextId
-    const sample = await harness.measure(target, load, seconds)
-    nextId = target.nextId
-    return sample
-  }
   await harness.preload(serviceTokenTarget, PRELOADED)
   jwtTarget.preloadedIds = serviceTokenTarget.preloadedIds
   await checkJwtAccepted(service.url, jwt)
-  // Not recorded: the code paths the preload did not run.
-  for (const load of JWT_LOADS) for (const target of [serviceTokenTarget, jwtTarget]) await measureNext(target, load, 1)
-
-  const samples: Samples = new Map()
-  for (let round = 1; round <= harness.rounds; round++) {
-    for (const load of JWT_LOADS) {
-      for (const target of round % 2 === 1 ? [serviceTokenTarget, jwtTarget] : [jwtTarget, serviceTokenTarget]) {
-        const sample = await measureNext(target, load, harness.durationSeconds)
-        const key = `${target.name}/${load}`
-        record(samples, key, sample)
-        harness.logSample(round, key, sample)
-      }
-    }
-  }
+  const { rows, samples } = await measureTokenPair(harness, serviceTokenTarget, jwtTarget, JWT_LOADS)
   await harness.servers.stop(service)
 
-  const rows = JWT_LOADS.flatMap((load) => {
-    const reference = summarize(samples.get(`${SERVICE_TOKEN_TARGET}/${load}`) ?? [], 1)
-    return [SERVICE_TOKEN_TARGET, JWT_TARGET].map((target) => {
-      const summary = summarize(samples.get(`${target}/${load}`) ?? [], 1)
-      return {
-        target,
-        load,
-        ...summary,
-        ratio: Number((summary.rps / reference.rps).toFixed(3)),
-        cpuRatio: Number((summary.serverCpuUs / reference.serverCpuUs).toFixed(3)),
-        against: SERVICE_TOKEN_TARGET
-      }
-    })
-  })
   printJwtTable(harness, rows, samples, jwt.length, serviceToken.length)
   return rows
 }

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
-import { record, roundRatios, summarize, type Row, type Samples } from '../figures.js'
+import { roundRatios, type Row, type Samples } from '../figures.js'
 import { PRELOADED, type Harness, type Part } from '../harness.js'
-import type { Load } from '../load-generator.js'
 import { TOKEN, type Target } from '../processes.js'
 import { describeRounds, formatTable, generatorCell, ratioRange } from '../report.js'
+import { measureTokenPair } from './paired-tokens.js'
 
 /** The names of the token comparison's two plant tokens: equally long, so their log lines are too. */
 const ENVIRONMENT_TOKEN_NAME = 'bench-token'
@@ -37,51 +37,12 @@ export async function compareTokens (harness: Harness): Promise<Row[]> {
   if (storeToken.length !== environmentToken.length) throw new Error(`the store token has ${storeToken.length} characters, the environment token ${environmentToken.length}`)
   const environment: Target = { ...service, name: ENVIRONMENT_TARGET, token: environmentToken }
   const store: Target = { ...service, name: STORE_TARGET, token: storeToken }
-  // One id sequence for both: every POST measurement inserts above all the ids before it, as in the
-  // backends' rows (appending to the table's B-tree), and never repeats an id of the other target
-  // (an idempotent repeat, not an insert). Ranges of their own would have one target insert into the
-  // middle of the table, a different and dearer write.
-  let nextId = 1_000_000_000_000n
-  const measureNext = async (target: Target, load: Load, seconds: number) => {
-    target.nextId = nextId
-    const sample = await harness.measure(target, load, seconds)
-    nextId = target.nextId
-    return sample
-  }
   await harness.preload(environment, PRELOADED)
   store.preloadedIds = environment.preloadedIds
   await checkTokenSources(service.url, adminToken, storeToken)
-  // Not recorded: the first requests with a token, and the code paths the preload did not run.
-  for (const load of TOKEN_LOADS) for (const target of [environment, store]) await measureNext(target, load, 1)
-
-  const samples: Samples = new Map()
-  for (let round = 1; round <= harness.rounds; round++) {
-    for (const load of TOKEN_LOADS) {
-      for (const target of round % 2 === 1 ? [environment, store] : [store, environment]) {
-        const sample = await measureNext(target, load, harness.durationSeconds)
-        const key = `${target.name}/${load}`
-        record(samples, key, sample)
-        harness.logSample(round, key, sample)
-      }
-    }
-  }
+  const { rows, samples } = await measureTokenPair(harness, environment, store, TOKEN_LOADS)
   await harness.servers.stop(service)
 
-  // Tenths of a µs and three decimals in the ratios: the question is about 3 % of some 40 µs.
-  const rows = TOKEN_LOADS.flatMap((load) => {
-    const reference = summarize(samples.get(`${ENVIRONMENT_TARGET}/${load}`) ?? [], 1)
-    return [ENVIRONMENT_TARGET, STORE_TARGET].map((target) => {
-      const summary = summarize(samples.get(`${target}/${load}`) ?? [], 1)
-      return {
-        target,
-        load,
-        ...summary,
-        ratio: Number((summary.rps / reference.rps).toFixed(3)),
-        cpuRatio: Number((summary.serverCpuUs / reference.serverCpuUs).toFixed(3)),
-        against: ENVIRONMENT_TARGET
-      }
-    })
-  })
   printTokenTable(harness, rows, samples)
   return rows
 }
