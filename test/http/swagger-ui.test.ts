@@ -42,24 +42,32 @@ function onTheWire (page: Page, method: string): Promise<Response> {
   return page.waitForResponse((response) => response.request().method() === method && response.url().endsWith(PLANT_PATH))
 }
 
+/** Swagger UI at `baseUrl` in a new headless Chromium (closed when the test ends), and the page's script errors. */
+async function openDocs (baseUrl: string): Promise<{ page: Page, pageErrors: string[] }> {
+  const browser = await chromium.launch({ executablePath: (await findChromium()).executablePath, args: HEADLESS_CHROMIUM_ARGS })
+  onTestFinished(() => browser.close())
+  const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } })
+  const pageErrors: string[] = []
+  page.on('pageerror', (error) => pageErrors.push(error.message))
+  await page.goto(`${baseUrl}/docs`)
+  return { page, pageErrors }
+}
+
+/** Pastes `token` into Authorize, as a user does; resolves with what the dialog says about the scheme. */
+async function authorize (page: Page, token: string): Promise<string> {
+  await page.click('button.authorize')
+  const schemeText = await page.locator('.modal-ux .auth-container').first().innerText()
+  await page.fill('.modal-ux input[type="text"]', token)
+  await page.click('.modal-ux button.authorize')
+  await page.click('.modal-ux button.btn-done')
+  return schemeText
+}
+
 describe('Swagger UI in a real browser', () => {
   it('lets a user authorize, create a plant with "Try it out", read it back, patch it and replace it', { timeout: 60_000 }, async () => {
-    const chromiumBuild = await findChromium()
     const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'ui.db')}`, PLANTSTORE_TOKENS: TOKEN })
-    const browser = await chromium.launch({
-      executablePath: chromiumBuild.executablePath,
-      args: HEADLESS_CHROMIUM_ARGS
-    })
-    onTestFinished(() => browser.close())
-    const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } })
-    const pageErrors: string[] = []
-    page.on('pageerror', (error) => pageErrors.push(error.message))
-
-    await page.goto(`${server.baseUrl}/docs`)
-    await page.click('button.authorize')
-    await page.fill('.modal-ux input[type="text"]', TOKEN)
-    await page.click('.modal-ux button.authorize')
-    await page.click('.modal-ux button.btn-done')
+    const { page, pageErrors } = await openDocs(server.baseUrl)
+    await authorize(page, TOKEN)
     const created = await tryOperation(page, 'createPlant', async (operation) => {
       await page.fill(`${operation} textarea.body-param__text`, '{"id": 9007199254740993, "name": "Swagger fern", "tag": "ui"}')
     })
@@ -131,7 +139,6 @@ describe('Swagger UI in a real browser', () => {
   })
 
   it('takes a JWT from the identity provider pasted into Authorize, and sends it as the bearer', { timeout: 60_000 }, async () => {
-    const chromiumBuild = await findChromium()
     const provider = await startIdentityProvider({ keys: [await generateSigningKey('RS256', 'swagger-rsa')] })
     onTestFinished(() => provider.close())
     const server = await startServer({
@@ -141,18 +148,8 @@ describe('Swagger UI in a real browser', () => {
       AUTH_JWT_AUDIENCE: TEST_AUDIENCE
     })
     const jwt = await provider.sign(claimsFor(provider, { sub: 'swagger-user', scope: 'plants:read plants:write' }))
-    const browser = await chromium.launch({ executablePath: chromiumBuild.executablePath, args: HEADLESS_CHROMIUM_ARGS })
-    onTestFinished(() => browser.close())
-    const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } })
-    const pageErrors: string[] = []
-    page.on('pageerror', (error) => pageErrors.push(error.message))
-
-    await page.goto(`${server.baseUrl}/docs`)
-    await page.click('button.authorize')
-    const schemeText = await page.locator('.modal-ux .auth-container').first().innerText()
-    await page.fill('.modal-ux input[type="text"]', jwt)
-    await page.click('.modal-ux button.authorize')
-    await page.click('.modal-ux button.btn-done')
+    const { page, pageErrors } = await openDocs(server.baseUrl)
+    const schemeText = await authorize(page, jwt)
     const createdOnTheWire = page.waitForResponse((response) => response.request().method() === 'POST' && response.url().endsWith('/plants'))
     const created = await tryOperation(page, 'createPlant', async (operation) => {
       await page.fill(`${operation} textarea.body-param__text`, '{"id": 9007199254740993, "name": "Federated fern"}')
