@@ -96,7 +96,7 @@ describe.each(backends)('JWT access tokens on $name', (backend) => {
   })
 })
 
-describe('Tokens shaped as identity providers issue them', () => {
+describe.each(backends)('Tokens shaped as identity providers issue them, on $name', (backend) => {
   const providers: IdentityProvider[] = []
   afterAll(() => Promise.all(providers.map((provider) => provider.close())))
 
@@ -109,7 +109,7 @@ describe('Tokens shaped as identity providers issue them', () => {
   it('takes Keycloak\'s client-credentials token: scopes in the "scope" string among profile and email, aud an array', async () => {
     const provider = await providerWith(keycloakLayout('acme'), await generateSigningKey('RS256', 'kc-rsa'))
     const log = collectingStream()
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
+    const app = await buildTestApp({ store: await backend.open(), jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
     const token = await keycloakAccessToken(provider, { clientId: 'inventory-sync', scopes: ['plants:read', 'plants:write'] })
 
     const created = await postPlant(app, { id: 10, name: 'Fern' }, bearer(token))
@@ -126,7 +126,7 @@ describe('Tokens shaped as identity providers issue them', () => {
   it('takes Auth0\'s token: an issuer ending in "/", sub "<client id>@clients", aud a string; in both token profiles', async () => {
     const provider = await providerWith(auth0Layout(), await generateSigningKey('RS256', 'auth0-rsa'))
     const log = collectingStream()
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
+    const app = await buildTestApp({ store: await backend.open(), jwt: new JwtAccessTokens(jwtSettingsFor(provider)), logStream: log.stream, config: { logLevel: 'info' } })
     const auth0Profile = await auth0AccessToken(provider, { clientId: 'K8sQ2xNw', scopes: ['plants:write'], permissions: true })
     const rfc9068Profile = await auth0AccessToken(provider, { clientId: 'Zr41mPq0', scopes: ['plants:read'], profile: 'rfc9068' })
 
@@ -142,7 +142,7 @@ describe('Tokens shaped as identity providers issue them', () => {
 
   it('takes Entra ID\'s app-only v2.0 token with AUTH_JWT_SCOPE_CLAIM=roles: the app roles are the scopes, aud the API\'s client id', async () => {
     const provider = await providerWith(entraLayout(), await generateSigningKey('RS256', 'entra-rsa'))
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID, 'api://plantstore'], scopeClaim: 'roles' })) })
+    const app = await buildTestApp({ store: await backend.open(), jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID, 'api://plantstore'], scopeClaim: 'roles' })) })
     const writer = await entraAccessToken(provider, { clientId: '0d9e5c1b-2f3a-4b6c-8d7e-9f0a1b2c3d4e', scopes: ['plants:write'] })
     const readerByUri = await entraAccessToken(provider, { clientId: '0d9e5c1b-2f3a-4b6c-8d7e-9f0a1b2c3d4e', scopes: ['plants:read'], audience: 'api://plantstore' })
 
@@ -157,7 +157,7 @@ describe('Tokens shaped as identity providers issue them', () => {
 
   it('finds no scope in Entra ID\'s token under the default claim "scope": 403, not a silent grant', async () => {
     const provider = await providerWith(entraLayout('11111111-2222-4333-8444-555555555555'), await generateSigningKey('RS256', 'entra-2'))
-    const app = await buildTestApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID] })) })
+    const app = await buildTestApp({ store: await backend.open(), jwt: new JwtAccessTokens(jwtSettingsFor(provider, { audiences: [ENTRA_API_CLIENT_ID] })) })
     const token = await entraAccessToken(provider, { clientId: 'client-a', scopes: ['plants:read', 'plants:write'] })
 
     expectError(await get(app, '/plants', token), 403, 'this token lacks the scope "plants:read", which this operation needs')
