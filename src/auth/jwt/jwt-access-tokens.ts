@@ -49,12 +49,18 @@ export class JwtAccessTokens {
   readonly keys: IssuerKeys
   #verified = new Map<string, TokenIdentity>()
   #verifying = new Map<string, Promise<Verdict>>()
+  /** Bumped when the key set changes: a verification begun under an older set is not remembered or joined. */
+  #keySetGeneration = 0
   observer: JwtObserver | undefined
 
   constructor (readonly settings: JwtSettings, timings: KeySetTimings = DEFAULT_KEY_SET_TIMINGS) {
     this.keys = new IssuerKeys(settings, timings)
     // A key the provider removed must not keep vouching for the tokens it signed.
-    this.keys.onChange = () => { this.#verified.clear() }
+    this.keys.onChange = () => {
+      this.#keySetGeneration++
+      this.#verified.clear()
+      this.#verifying.clear()
+    }
     this.keys.onFetched = (outcome) => { this.observer?.keySetFetched(outcome) }
   }
 
@@ -95,12 +101,14 @@ export class JwtAccessTokens {
     }
     let verdict = this.#verifying.get(digest)
     if (verdict === undefined) {
-      verdict = this.#verify(token).then((outcome) => {
-        this.#verifying.delete(digest)
-        if ('identity' in outcome) this.#remember(digest, outcome.identity)
+      const generation = this.#keySetGeneration
+      const verifying: Promise<Verdict> = this.#verify(token).then((outcome) => {
+        if (this.#verifying.get(digest) === verifying) this.#verifying.delete(digest)
+        if ('identity' in outcome && generation === this.#keySetGeneration) this.#remember(digest, outcome.identity)
         this.observer?.verified('identity' in outcome ? 'accepted' : 'refused')
         return outcome
       })
+      verdict = verifying
       this.#verifying.set(digest, verdict)
     }
     return verdict.then((outcome) => {
