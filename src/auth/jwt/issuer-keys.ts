@@ -191,6 +191,9 @@ async function readLimited (response: Response, url: string): Promise<string> {
 
 function describe (error: unknown): string {
   if (error instanceof Error && error.name === 'TimeoutError') return 'it did not answer in time'
-  const cause = error instanceof Error ? (error.cause as Error | undefined) : undefined
-  return cause?.message ?? (error instanceof Error ? error.message : String(error))
+  const reason = error instanceof Error && error.cause instanceof Error ? error.cause : error
+  // A host with several addresses fails with an AggregateError whose own message is empty.
+  if (reason instanceof AggregateError && reason.errors.length > 0) return reason.errors.map(describe).join(', ')
+  if (!(reason instanceof Error)) return String(reason)
+  return reason.message !== '' ? reason.message : (reason as { code?: string }).code ?? reason.name
 }
