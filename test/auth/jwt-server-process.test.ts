@@ -47,7 +47,7 @@ describe('The built server with AUTH_JWT_* set, over real HTTP', () => {
       'AUTH_JWT_ALGORITHMS must not allow "HS256": only the provider\'s public-key algorithms are accepted ' +
       '(RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, Ed25519)'],
     ['a malformed issuer URL', { AUTH_JWT_ISSUER: 'id.example.com', AUTH_JWT_AUDIENCE: 'plantstore' },
-      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, got "id.example.com"']
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "id.example.com"']
   ])('refuses to start on %s with one line, exit 1', async (_case, env, line) => {
     const server = spawnServer({ DATABASE_URL: 'memory:', PLANTSTORE_TOKENS: SERVICE_TOKEN, ...env })
 

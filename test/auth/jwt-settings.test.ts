@@ -60,9 +60,15 @@ describe('JWT access token settings (AUTH_JWT_*)', () => {
       'AUTH_JWT_AUDIENCE must name the audience (comma-separated, one of which a token\'s "aud" must contain) when AUTH_JWT_ISSUER is set: ' +
       'without it a token the provider issued for any other service would be accepted'],
     ['a malformed issuer', { AUTH_JWT_ISSUER: 'id.example.com/realms/plants', AUTH_JWT_AUDIENCE: 'plantstore' },
-      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, got "id.example.com/realms/plants"'],
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "id.example.com/realms/plants"'],
     ['an issuer that is not http or https', { AUTH_JWT_ISSUER: 'ftp://id.example.com', AUTH_JWT_AUDIENCE: 'plantstore' },
-      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, got "ftp://id.example.com"'],
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "ftp://id.example.com"'],
+    ['an issuer with a query', { AUTH_JWT_ISSUER: 'https://id.example.com/realms/plants?x=1', AUTH_JWT_AUDIENCE: 'plantstore' },
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "https://id.example.com/realms/plants?x=1"'],
+    ['an issuer with credentials, which the line does not echo', { AUTH_JWT_ISSUER: 'https://admin:s3cret@id.example.com/realms/plants', AUTH_JWT_AUDIENCE: 'plantstore' },
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "(a URL with credentials)"'],
+    ['an issuer with a space after it, which no token\'s "iss" would match', { AUTH_JWT_ISSUER: 'https://id.example.com/realms/plants ', AUTH_JWT_AUDIENCE: 'plantstore' },
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "https://id.example.com/realms/plants "'],
     ['a malformed key set URL', { AUTH_JWT_ISSUER: ISSUER, AUTH_JWT_AUDIENCE: 'plantstore', AUTH_JWT_JWKS_URL: 'https//id.example.com/certs' },
       'AUTH_JWT_JWKS_URL must be an http or https URL of the provider\'s key set, got "https//id.example.com/certs"'],
     ['HS256', { AUTH_JWT_ISSUER: ISSUER, AUTH_JWT_AUDIENCE: 'plantstore', AUTH_JWT_ALGORITHMS: 'RS256,HS256' },
@@ -86,7 +92,7 @@ describe('JWT access token settings (AUTH_JWT_*)', () => {
 
   it('report every bad AUTH_JWT_* variable of a start at once', () => {
     expect(problemsOf({ AUTH_JWT_ISSUER: 'nope', AUTH_JWT_ALGORITHMS: 'none', AUTH_JWT_CLOCK_TOLERANCE_S: '-1' })).toEqual([
-      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, got "nope"',
+      'AUTH_JWT_ISSUER must be the identity provider\'s issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got "nope"',
       'AUTH_JWT_AUDIENCE must name the audience (comma-separated, one of which a token\'s "aud" must contain) when AUTH_JWT_ISSUER is set: ' +
       'without it a token the provider issued for any other service would be accepted',
       'AUTH_JWT_ALGORITHMS must not allow "none": only the provider\'s public-key algorithms are accepted ' +

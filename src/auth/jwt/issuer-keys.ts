@@ -37,7 +37,10 @@ export class IssuerKeys {
   #keys: LocalKeySet | undefined
   #keySetText: string | undefined
   #fetching: Promise<boolean> | undefined
+  /** On the monotonic clock, so a step of the wall clock neither blocks nor hastens a refetch. */
   #lastAttemptMs = Number.NEGATIVE_INFINITY
+  /** Aborted by `stop`: a fetch under way does not hold up a closing app. */
+  readonly #stopped = new AbortController()
   #failing = false
   #refreshTimer: NodeJS.Timeout | undefined
   #log: KeySetLog = { fetchFailed: () => {}, fetchRecovered: () => {} }
@@ -60,6 +63,7 @@ export class IssuerKeys {
 
   stop (): void {
     clearInterval(this.#refreshTimer)
+    this.#stopped.abort()
   }
 
   /** The key a token's header names, for jose's `jwtVerify`. */
@@ -71,7 +75,7 @@ export class IssuerKeys {
         if (!(error instanceof errors.JWKSNoMatchingKey)) throw error
       }
     }
-    const fetched = this.#fetching ?? (Date.now() - this.#lastAttemptMs >= this.timings.refetchCooldownMs ? this.#fetch() : undefined)
+    const fetched = this.#fetching ?? (performance.now() - this.#lastAttemptMs >= this.timings.refetchCooldownMs ? this.#fetch() : undefined)
     if (fetched === undefined) throw new errors.JWKSNoMatchingKey('no key of the set matches the token, and the set was fetched less than the cooldown ago')
     if (!await fetched || this.#keys === undefined) throw new errors.JWKSNoMatchingKey('no key matches the token, and the key set cannot be fetched')
     return this.#keys(header, token)
@@ -82,7 +86,7 @@ export class IssuerKeys {
   }
 
   #fetch (): Promise<boolean> {
-    this.#lastAttemptMs = Date.now()
+    this.#lastAttemptMs = performance.now()
     const fetching = this.#download().then(
       (keySet) => {
         this.#install(keySet)
@@ -92,6 +96,7 @@ export class IssuerKeys {
         return true
       },
       (error: unknown) => {
+        if (this.#stopped.signal.aborted) return false
         if (!this.#failing) this.#log.fetchFailed(error instanceof Error ? error.message : String(error))
         this.#failing = true
         this.onFetched('failed')
@@ -112,7 +117,7 @@ export class IssuerKeys {
   }
 
   async #download (): Promise<JSONWebKeySet> {
-    const signal = AbortSignal.timeout(this.timings.fetchTimeoutMs)
+    const signal = AbortSignal.any([AbortSignal.timeout(this.timings.fetchTimeoutMs), this.#stopped.signal])
     const jwksUrl = this.source.jwksUrl ?? await this.#discoverKeySetUrl(signal)
     const keySet = await fetchJson(jwksUrl, signal)
     if (!isKeySet(keySet)) throw new Error(`the key set at ${jwksUrl} is not a JSON Web Key Set`)
@@ -134,6 +139,9 @@ export class IssuerKeys {
     if (typeof jwksUri !== 'string' || !URL.canParse(jwksUri) || !/^https?:$/.test(new URL(jwksUri).protocol)) {
       throw new Error(`the discovery document at ${url} has no http or https jwks_uri`)
     }
+    if (isHttps(this.source.issuer) && !isHttps(jwksUri)) {
+      throw new Error(`the discovery document at ${url} names a jwks_uri that is not https under an https issuer`)
+    }
     return jwksUri
   }
 }
@@ -148,6 +156,10 @@ function isWellFormedKey (key: unknown): boolean {
   return (REQUIRED_MEMBERS[members.kty] ?? []).every((member) => typeof members[member] === 'string')
 }
 
+function isHttps (url: string): boolean {
+  return new URL(url).protocol === 'https:'
+}
+
 function isKeySet (value: unknown): value is JSONWebKeySet {
   return typeof value === 'object' && value !== null && Array.isArray((value as { keys?: unknown }).keys)
 }
@@ -159,6 +171,10 @@ async function fetchJson (url: string, signal: AbortSignal): Promise<unknown> {
     response = await fetch(url, { signal, headers: { accept: 'application/json' } })
   } catch (error) {
     throw new Error(`${url} cannot be fetched: ${describe(error)}`)
+  }
+  if (response.redirected && isHttps(url) && !isHttps(response.url)) {
+    await response.body?.cancel()
+    throw new Error(`${url} redirected to a URL that is not https`)
   }
   if (response.status !== 200) {
     await response.body?.cancel()

@@ -41,10 +41,13 @@ function isHttpUrl (text: string): boolean {
   return URL.canParse(text) && /^https?:$/.test(new URL(text).protocol)
 }
 
+/** OpenID Connect Discovery §3: an issuer is a URL with no query, fragment or credentials, compared as written. */
 function issuerVariable (env: Env): string | undefined {
   const issuer = valueOf(env, 'AUTH_JWT_ISSUER')
-  if (issuer === undefined || isHttpUrl(issuer)) return issuer
-  throw new ConfigError('AUTH_JWT_ISSUER', `must be the identity provider's issuer URL, such as https://id.example.com/realms/plants, got ${JSON.stringify(issuer)}`)
+  if (issuer === undefined) return undefined
+  const url = isHttpUrl(issuer) ? new URL(issuer) : undefined
+  if (url !== undefined && issuer.trim() === issuer && url.search === '' && url.hash === '' && url.username === '' && url.password === '') return issuer
+  throw new ConfigError('AUTH_JWT_ISSUER', `must be the identity provider's issuer URL, such as https://id.example.com/realms/plants, without a query, fragment or credentials, got ${JSON.stringify(url === undefined || url.username === '' ? issuer : '(a URL with credentials)')}`)
 }
 
 function audienceVariable (env: Env): string[] {
