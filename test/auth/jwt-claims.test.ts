@@ -118,8 +118,8 @@ describe.each(backends)('JWT access tokens\' claims on $name', (backend) => {
     const log = collectingStream()
     const jwt = new JwtAccessTokens(jwtSettingsFor(provider, { clockToleranceS: 0 }))
     const app = await buildTestApp({ store: await backend.open(), jwt, config: { logLevel: 'debug' }, logStream: log.stream })
-    // At least 0.6 s of life left: time enough to be verified, then remembered, on a loaded machine.
-    const exp = Math.ceil((Date.now() + 600) / 1000)
+    // At least 1.5 s of life left: time enough to be verified, then remembered, on a loaded machine.
+    const exp = Math.ceil((Date.now() + 1500) / 1000)
     const token = await sign({ iat: exp - 300, nbf: exp - 300, exp })
 
     await expectAccepted(app, token, 240)

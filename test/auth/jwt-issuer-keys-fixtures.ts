@@ -47,6 +47,8 @@ export interface JwtApp {
   readonly app: FastifyInstance
   /** The lines about the identity provider's keys logged so far, in order. */
   readonly keySetLines: () => KeySetLogLine[]
+  /** The first verifications so far, by outcome (what `plantstore_jwt_verifications_total` counts). */
+  readonly verifications: { accepted: number, refused: number }
 }
 
 /**
@@ -60,8 +62,9 @@ export async function startJwtApp (
   const settings = jwtSettingsFor(idp, { jwksUrl: options.jwksUrl })
   const log = collectingStream()
   const logLevel: LogLevel = CAPTURED_LOG_LEVEL === undefined ? 'info' : 'trace'
+  const jwt = new JwtAccessTokens(settings, { ...TIMINGS, ...options.timings })
   const app = await buildTestApp({
-    jwt: new JwtAccessTokens(settings, { ...TIMINGS, ...options.timings }),
+    jwt,
     logStream: log.stream,
     config: { logLevel },
     ...(options.store === undefined ? {} : { store: options.store })
@@ -72,7 +75,9 @@ export async function startJwtApp (
       const { level, msg, issuer } = JSON.parse(line) as KeySetLogLine
       return { level, msg, issuer }
     })
-  return { app, keySetLines }
+  const verifications = { accepted: 0, refused: 0 }
+  jwt.observer = { keySetFetched: () => {}, verified: (outcome) => { verifications[outcome]++ } }
+  return { app, keySetLines, verifications }
 }
 
 /** GET /plants with `token`: 200 when it is accepted with plants:read. */
