@@ -2,7 +2,7 @@
 // its SHA-256 digest, may appear in any captured log line (the service's and the command line's). Tokens
 // are the string literals in test/ whose text says "token", and every token the service generates
 // (`pst_` and 43 base64url characters), whichever test made it; no webhook signing secret (`whsec_`); and
-// no JWT: neither one the tests signed (test/helpers/log-capture.ts records each), nor its signature alone,
+// no JWT: neither one the tests signed (test/helpers/issued-tokens.ts records each), nor its signature alone,
 // nor anything in a JWT's form.
 import { createHash } from 'node:crypto'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'

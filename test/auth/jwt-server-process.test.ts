@@ -1,7 +1,8 @@
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { temporaryFolder } from '../helpers/app.js'
-import { generateSigningKey, startIdentityProvider, type IdentityProvider } from '../helpers/identity-provider.js'
+import { oversized } from '../helpers/hostile-tokens.js'
+import { generateSigningKey, startIdentityProvider, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import { claimsFor, TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
 import { spawnServer, startServer } from '../helpers/server-process.js'
 
@@ -9,7 +10,11 @@ const SERVICE_TOKEN = 'jwt-process-service-token'
 
 describe('The built server with AUTH_JWT_* set, over real HTTP', () => {
   let provider: IdentityProvider
-  beforeAll(async () => { provider = await startIdentityProvider({ keys: [await generateSigningKey('ES256', 'process-ec')] }) })
+  let key: TestSigningKey
+  beforeAll(async () => {
+    key = await generateSigningKey('ES256', 'process-ec')
+    provider = await startIdentityProvider({ keys: [key] })
+  })
   afterAll(() => provider.close())
 
   it('accepts a JWT from the issuer next to its service token, and says so once at start', async () => {
@@ -37,6 +42,22 @@ describe('The built server with AUTH_JWT_* set, over real HTTP', () => {
     })])
     expect({ discovery: provider.fetches.discovery.length, jwks: provider.fetches.jwks.length }).toEqual({ discovery: 1, jwks: 1 })
     expect(server.stdout()).not.toContain(token.split('.')[2])
+  })
+
+  it('refuses a 9 KB JWT like any refused token, and answers a 16 KB one, over Node\'s 16 KiB header limit, with 431 before authentication', async () => {
+    const server = await startServer({ DATABASE_URL: 'memory:', PLANTSTORE_TOKENS: SERVICE_TOKEN, AUTH_JWT_ISSUER: provider.issuer, AUTH_JWT_AUDIENCE: TEST_AUDIENCE })
+    const nineKb = await oversized(claimsFor(provider), key, 9000)
+    const sixteenKb = await oversized(claimsFor(provider), key)
+
+    const refused = await fetch(`${server.baseUrl}/plants`, { headers: { authorization: `Bearer ${nineKb}` } })
+    const tooLarge = await fetch(`${server.baseUrl}/plants`, { headers: { authorization: `Bearer ${sixteenKb}` } })
+
+    expect({ status: refused.status, challenge: refused.headers.get('www-authenticate'), body: await refused.text() }).toEqual({
+      status: 401,
+      challenge: 'Bearer realm="plantstore", error="invalid_token"',
+      body: '{"error":401,"message":"the bearer token is missing, malformed or not accepted"}'
+    })
+    expect({ status: tooLarge.status, body: await tooLarge.text() }).toEqual({ status: 431, body: '{"error":431,"message":"the request headers are too large"}' })
   })
 
   it.each([

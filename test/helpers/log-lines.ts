@@ -1,10 +1,6 @@
 import { Writable } from 'node:stream'
 import { appendCapturedLog } from './log-capture.js'
 
-/**
- * A log destination that keeps what the app writes, and reads it back as parsed JSON lines; what it gets
- * also goes to the captured logs `test:secrets` searches.
- */
 /** What a collecting stream gives: the stream for the app, and what was written to it. */
 export interface CollectedLog {
   readonly stream: Writable
@@ -12,6 +8,10 @@ export interface CollectedLog {
   readonly lines: () => Array<Record<string, unknown>>
 }
 
+/**
+ * A log destination that keeps what the app writes, and reads it back as parsed JSON lines; what it gets
+ * also goes to the captured logs `test:secrets` searches.
+ */
 export function collectingStream (): CollectedLog {
   const chunks: string[] = []
   const stream = new Writable({
