@@ -4,8 +4,9 @@ import { generateSigningKey, startIdentityProvider } from '../helpers/identity-p
 import { jwtSettingsFor } from '../helpers/jwt-service.js'
 import { claimsFor } from '../helpers/jwt-tokens.js'
 
-// Review finding: a verification that is in flight while a fetch installs a changed key set is remembered
-// afterwards, so a token signed by a key the provider removed is remembered (and accepted) until its exp.
+// Were a verification in flight while a fetch installs a changed key set remembered afterwards, a token
+// signed by a key the provider removed would stay accepted until its exp. WebCrypto's verify is held (and
+// then run as it is) so that the change lands in between.
 
 const subtle = globalThis.crypto.subtle
 const originalVerify = subtle.verify.bind(subtle)
