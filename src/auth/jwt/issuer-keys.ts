@@ -166,16 +166,7 @@ function isKeySet (value: unknown): value is JSONWebKeySet {
 
 /** A 200 answer's JSON, read up to MAX_DOCUMENT_BYTES. */
 async function fetchJson (url: string, signal: AbortSignal): Promise<unknown> {
-  let response
-  try {
-    response = await fetch(url, { signal, headers: { accept: 'application/json' } })
-  } catch (error) {
-    throw new Error(`${url} cannot be fetched: ${describe(error)}`)
-  }
-  if (response.redirected && isHttps(url) && !isHttps(response.url)) {
-    await response.body?.cancel()
-    throw new Error(`${url} redirected to a URL that is not https`)
-  }
+  const response = await fetchStayingOnHttps(url, signal)
   if (response.status !== 200) {
     await response.body?.cancel()
     throw new Error(`${url} answered ${response.status}`)
@@ -185,6 +176,34 @@ async function fetchJson (url: string, signal: AbortSignal): Promise<unknown> {
     return JSON.parse(text)
   } catch {
     throw new Error(`${url} did not answer JSON`)
+  }
+}
+
+/** The most redirects one fetch follows. */
+const MAX_REDIRECTS = 5
+
+/**
+ * Fetches `url`, following the redirects of an https URL here, one by one, and never to a URL that is not
+ * https: fetch itself would check only where the chain ends, so https → http → https would pass, and
+ * whoever answers the http step could name any key set.
+ */
+async function fetchStayingOnHttps (url: string, signal: AbortSignal): Promise<Response> {
+  const stayOnHttps = isHttps(url)
+  let current = url
+  for (let redirects = 0; ; redirects++) {
+    let response
+    try {
+      response = await fetch(current, { signal, headers: { accept: 'application/json' }, redirect: stayOnHttps ? 'manual' : 'follow' })
+    } catch (error) {
+      throw new Error(`${url} cannot be fetched: ${describe(error)}`)
+    }
+    const location = response.headers.get('location')
+    if (!stayOnHttps || response.status < 300 || response.status > 399 || location === null) return response
+    await response.body?.cancel()
+    const next = URL.canParse(location, current) ? new URL(location, current).href : undefined
+    if (next === undefined || !isHttps(next)) throw new Error(`${url} redirected to a URL that is not https`)
+    if (redirects === MAX_REDIRECTS) throw new Error(`${url} redirected more than ${MAX_REDIRECTS} times`)
+    current = next
   }
 }
 
