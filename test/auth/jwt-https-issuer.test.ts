@@ -4,12 +4,12 @@ import { createServer as createHttpServer, type RequestListener } from 'node:htt
 import { createServer as createHttpsServer } from 'node:https'
 import type { Server, Socket } from 'node:net'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { temporaryFolder } from '../helpers/app.js'
 import { generateSigningKey, type TestSigningKey } from '../helpers/identity-provider.js'
 import { claimsFor, TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
-import { startServer, type ServerProcess } from '../helpers/server-process.js'
+import { startServer } from '../helpers/server-process.js'
+import { keySetLines, untilKeySetLines } from '../helpers/key-set-lines.js'
 import { signCompact } from '../helpers/signing-keys.js'
 import { listenOnLoopback } from '../helpers/test-servers.js'
 
@@ -136,22 +136,6 @@ function tokenFrom (issuer: string, signer = key): Promise<string> {
 async function getPlants (baseUrl: string, token: string): Promise<{ status: number, body: string, challenge: string | null }> {
   const response = await fetch(`${baseUrl}/plants`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) })
   return { status: response.status, body: await response.text(), challenge: response.headers.get('www-authenticate') }
-}
-
-/** The server's JSON log lines about the identity provider's keys: level and message. */
-function keySetLines (server: ServerProcess): Array<{ level: number, msg: string }> {
-  return server.stdout().split('\n')
-    .filter((line) => line.includes('identity provider\'s keys'))
-    .map((line) => {
-      const { level, msg } = JSON.parse(line) as { level: number, msg: string }
-      return { level, msg }
-    })
-}
-
-/** Standard output is written in batches: waits (at most 3 s) until `count` key-set lines are there. */
-async function untilKeySetLines (server: ServerProcess, count: number): Promise<void> {
-  const deadline = Date.now() + 3000
-  while (keySetLines(server).length < count && Date.now() < deadline) await sleep(20)
 }
 
 function failedLine (reason: string): { level: number, msg: string } {

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { generateSigningKey, startIdentityProvider, type IdentityProvider, type TestSigningKey } from '../helpers/identity-provider.js'
 import { claimsFor, TEST_AUDIENCE } from '../helpers/jwt-tokens.js'
-import { startServer, type ServerProcess } from '../helpers/server-process.js'
+import { startServer } from '../helpers/server-process.js'
+import { keySetLines, untilKeySetLines } from '../helpers/key-set-lines.js'
 
 // The built server with the documented key-set timings (API.md "Keys"): a fetch gives up after 5 s, an
 // unknown key id makes a fetch at most once every 30 s. The shortened timings are in test/auth/jwt-issuer-keys*.
@@ -35,22 +36,6 @@ async function getPlants (baseUrl: string, token: string): Promise<{ status: num
   const response = await fetch(`${baseUrl}/plants`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(15_000) })
   await response.arrayBuffer()
   return { status: response.status, elapsedMs: performance.now() - started }
-}
-
-/** The server's JSON log lines about the identity provider's keys: level and message. */
-function keySetLines (server: ServerProcess): Array<{ level: number, msg: string }> {
-  return server.stdout().split('\n')
-    .filter((line) => line.includes('identity provider\'s keys'))
-    .map((line) => {
-      const { level, msg } = JSON.parse(line) as { level: number, msg: string }
-      return { level, msg }
-    })
-}
-
-/** Standard output is written in batches: waits (at most 3 s) until `count` key-set lines are there. */
-async function untilKeySetLines (server: ServerProcess, count: number): Promise<void> {
-  const deadline = Date.now() + 3000
-  while (keySetLines(server).length < count && Date.now() < deadline) await sleep(20)
 }
 
 async function untilPast (sinceMs: number, ms: number): Promise<void> {
