@@ -24,6 +24,12 @@ export interface KeySetLog {
 
 type LocalKeySet = ReturnType<typeof createLocalJWKSet>
 
+/** A fetched key set: its text (to tell a changed set from the one held) and its lookup. */
+interface DownloadedKeySet {
+  readonly text: string
+  readonly keys: LocalKeySet
+}
+
 /**
  * The identity provider's public keys, as jose's key lookup for `jwtVerify`: fetched at start, kept, and
  * fetched again for a key id the set does not hold (at most once per cooldown, whatever the outcome, so
@@ -88,8 +94,8 @@ export class IssuerKeys {
   #fetch (): Promise<boolean> {
     this.#lastAttemptMs = performance.now()
     const fetching = this.#download().then(
-      (keySet) => {
-        this.#install(keySet)
+      (downloaded) => {
+        this.#install(downloaded)
         if (this.#failing) this.#log.fetchRecovered()
         this.#failing = false
         this.onFetched('ok')
@@ -107,16 +113,16 @@ export class IssuerKeys {
     return fetching
   }
 
-  #install (keySet: JSONWebKeySet): void {
-    const text = JSON.stringify(keySet)
+  #install ({ text, keys }: DownloadedKeySet): void {
     if (text === this.#keySetText) return
     const changed = this.#keySetText !== undefined
-    this.#keys = createLocalJWKSet(keySet)
+    this.#keys = keys
     this.#keySetText = text
     if (changed) this.onChange()
   }
 
-  async #download (): Promise<JSONWebKeySet> {
+  /** The set, checked and ready for lookups: a malformed set is refused here, not at the first token. */
+  async #download (): Promise<DownloadedKeySet> {
     const signal = AbortSignal.any([AbortSignal.timeout(this.timings.fetchTimeoutMs), this.#stopped.signal])
     const jwksUrl = this.source.jwksUrl ?? await this.#discoverKeySetUrl(signal)
     const keySet = await fetchJson(jwksUrl, signal)
@@ -125,8 +131,7 @@ export class IssuerKeys {
     // A malformed key would take the place of the working ones; a key of another type or use is only ignored.
     const malformed = keySet.keys.find((key) => !isWellFormedKey(key))
     if (malformed !== undefined) throw new Error(`the key set at ${jwksUrl} holds a malformed key (kid ${JSON.stringify(malformed.kid)})`)
-    createLocalJWKSet(keySet)
-    return keySet
+    return { text: JSON.stringify(keySet), keys: createLocalJWKSet(keySet) }
   }
 
   /** OpenID Connect Discovery 1.0 §4: the document under the issuer, whose `issuer` must be the issuer itself. */
