@@ -45,8 +45,9 @@ export class IssuerKeys {
   #fetching: Promise<boolean> | undefined
   /** On the monotonic clock, so a step of the wall clock neither blocks nor hastens a refetch. */
   #lastAttemptMs = Number.NEGATIVE_INFINITY
-  /** Aborted by `stop`: a fetch under way does not hold up a closing app. */
-  readonly #stopped = new AbortController()
+  #stopped = false
+  /** Aborted by its time-out, or by `stop`: a fetch under way does not hold up a closing app. */
+  #inFlight: AbortController | undefined
   #failing = false
   #refreshTimer: NodeJS.Timeout | undefined
   #log: KeySetLog = { fetchFailed: () => {}, fetchRecovered: () => {} }
@@ -69,7 +70,8 @@ export class IssuerKeys {
 
   stop (): void {
     clearInterval(this.#refreshTimer)
-    this.#stopped.abort()
+    this.#stopped = true
+    this.#inFlight?.abort()
   }
 
   /** The key a token's header names, for jose's `jwtVerify`. */
@@ -102,7 +104,7 @@ export class IssuerKeys {
         return true
       },
       (error: unknown) => {
-        if (this.#stopped.signal.aborted) return false
+        if (this.#stopped) return false
         if (!this.#failing) this.#log.fetchFailed(error instanceof Error ? error.message : String(error))
         this.#failing = true
         this.onFetched('failed')
@@ -123,7 +125,21 @@ export class IssuerKeys {
 
   /** The set, checked and ready for lookups: a malformed set is refused here, not at the first token. */
   async #download (): Promise<DownloadedKeySet> {
-    const signal = AbortSignal.any([AbortSignal.timeout(this.timings.fetchTimeoutMs), this.#stopped.signal])
+    if (this.#stopped) throw new Error('stopped')
+    // A timer of our own rather than AbortSignal.timeout: Node 20 lets a timeout signal that only
+    // AbortSignal.any refers to be collected, and then it never fires (a hanging provider held the fetch).
+    const abort = new AbortController()
+    const timer = setTimeout(() => { abort.abort(new DOMException('the fetch timed out', 'TimeoutError')) }, this.timings.fetchTimeoutMs)
+    this.#inFlight = abort
+    try {
+      return await this.#downloadWith(abort.signal)
+    } finally {
+      clearTimeout(timer)
+      this.#inFlight = undefined
+    }
+  }
+
+  async #downloadWith (signal: AbortSignal): Promise<DownloadedKeySet> {
     const jwksUrl = this.source.jwksUrl ?? await this.#discoverKeySetUrl(signal)
     const keySet = await fetchJson(jwksUrl, signal)
     if (!isKeySet(keySet)) throw new Error(`the key set at ${jwksUrl} is not a JSON Web Key Set`)
