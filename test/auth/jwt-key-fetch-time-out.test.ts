@@ -32,4 +32,21 @@ describe('The time-out of a key-set fetch', () => {
     expect(typeof ended === 'number' && ended < 2000 ? 'ended in time' : ended).toBe('ended in time')
     expect(failures).toEqual([`${provider.discoveryUrl} cannot be fetched: it did not answer in time`])
   })
+
+  it('when the app stops while a fetch hangs, then the fetch ends at once, and no failure is logged', async () => {
+    const provider = await startIdentityProvider({ keys: [await generateSigningKey('ES256', 'stop')] })
+    onTestFinished(() => provider.close())
+    provider.behave('hang')
+    const jwt = new JwtAccessTokens(jwtSettingsFor(provider), { fetchTimeoutMs: 10_000, refetchCooldownMs: 30_000, refreshMs: 600_000 })
+    const failures: string[] = []
+    const starting = jwt.start({ fetchFailed: (reason) => failures.push(reason), fetchRecovered: () => {} })
+    while (provider.fetches.discovery.length === 0) await new Promise((resolve) => setTimeout(resolve, 10))
+
+    const stopped = performance.now()
+    jwt.stop()
+    await starting
+
+    expect(performance.now() - stopped).toBeLessThan(1000)
+    expect(failures).toEqual([])
+  })
 })
