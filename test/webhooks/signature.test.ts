@@ -12,8 +12,19 @@ function expected (secret: string, eventId: string, at: number, body: string): s
   return 'v1,' + createHmac('sha256', signingKeyOf(secret)).update(`${eventId}.${Math.floor(at / 1000)}.${body}`).digest('base64')
 }
 
+/** A SecretBox that counts the secrets it opens. */
+class CountingSecretBox extends SecretBox {
+  opens = 0
+
+  override open (stored: string, subscriptionId: string): string {
+    this.opens++
+    return super.open(stored, subscriptionId)
+  }
+}
+
 describe('the webhook-signature header of an attempt', () => {
-  const box = new SecretBox(randomBytes(32))
+  const secretsKey = randomBytes(32)
+  const box = new SecretBox(secretsKey)
   const keys = new SigningKeys(box)
   const current = newSigningSecret()
   const previous = newSigningSecret()
@@ -41,11 +52,15 @@ describe('the webhook-signature header of an attempt', () => {
   })
 
   it('opens each stored secret once, and still refuses a sealed secret that another subscription\'s row holds', () => {
-    const signedTwice = [signatureHeader(delivery, AT, keys), signatureHeader(delivery, AT, keys)]
+    const countingBox = new CountingSecretBox(secretsKey)
+    const countingKeys = new SigningKeys(countingBox)
+    const signedTwice = [signatureHeader(delivery, AT, countingKeys), signatureHeader(delivery, AT, countingKeys)]
+    const opensOfTwo = countingBox.opens
     const copied = { ...delivery, subscriptionId: '0c0a5d3e-1b2c-4d5e-8f90-a1b2c3d4e5f6' }
 
     expect(signedTwice).toEqual([expected(current, 'msg_1', AT, delivery.body), expected(current, 'msg_1', AT, delivery.body)])
-    expect(() => signatureHeader(copied, AT, keys)).toThrow(SecretUnreadableError)
-    expect(signatureHeader(delivery, AT, keys)).toBe(expected(current, 'msg_1', AT, delivery.body))
+    expect(opensOfTwo).toBe(1)
+    expect(() => signatureHeader(copied, AT, countingKeys)).toThrow(SecretUnreadableError)
+    expect(signatureHeader(delivery, AT, countingKeys)).toBe(expected(current, 'msg_1', AT, delivery.body))
   })
 })
