@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici'
 
 /** Of a receiver's answer only this much is read; a longer one is cut off with its connection. */
-export const MAX_ANSWER_BYTES = 4096
+const MAX_ANSWER_BYTES = 4096
 
 /** Why an answer was cut off: never seen by the caller, who has the status code by then. */
 class AnswerCutOff extends Error {}
