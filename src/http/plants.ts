@@ -7,7 +7,7 @@ import type { Scope } from '../store/scopes.js'
 import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
 import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
 import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, StoredPlant, StoredPlantPage } from '../schemas/plants.js'
-import { plantJson, plantMembersJson, plantRecord, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
+import { plantJson, plantJsonOfMembers, plantMembersJson, plantRecord, type Expectation, type PlantJson, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
 import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
@@ -114,7 +114,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     const members = plantMembersJson(plant.name, plant.tag)
     reply
       .header('location', `/plants/${plant.id}`)
-      .header('etag', entityTagOf(`{"id":${plant.id},${members}}`))
+      .header('etag', entityTagOf(plantJsonOfMembers(plant.id, members)))
     return sendJsonDocument(reply, `{${members}}`)
   })
 

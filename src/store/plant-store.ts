@@ -183,7 +183,12 @@ export function plantRecord (id: bigint, name: string, tag: string | null | unde
 
 /** A plant's JSON document; `id` may be a `bigint` or its decimal text as a database returned it. */
 export function plantJson (id: bigint | string, name: string, tag: string | null | undefined): PlantJson {
-  return `{"id":${id},${plantMembersJson(name, tag)}}`
+  return plantJsonOfMembers(id, plantMembersJson(name, tag))
+}
+
+/** A plant's JSON document of its id and the rest of its members (`plantMembersJson`). */
+export function plantJsonOfMembers (id: bigint | string, members: string): PlantJson {
+  return `{"id":${id},${members}}`
 }
 
 /** The members of a plant's document after its id, `"name":…` and `,"tag":…` when it has one; a create's answer is them alone. */
