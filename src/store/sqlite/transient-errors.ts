@@ -1,5 +1,5 @@
 import { SqliteError } from './driver.js'
-import { SqliteWriteError } from './writer.js'
+import { SqliteWriteError, WRITER_EXITED } from './writer.js'
 import { StoreUnavailableError } from '../plant-store.js'
 
 /** Error codes that mean "not now" rather than "never": the request may succeed when retried. */
@@ -20,7 +20,7 @@ export function unlessTransient<T> (operation: () => T): T {
 /** A writer thread's error that means "not now" (its exit among them) as a StoreUnavailableError; others as they are. */
 export function asUnavailable (error: unknown): unknown {
   const code = error instanceof SqliteWriteError ? error.code : undefined
-  if (code !== undefined && (TRANSIENT_CODES.test(code) || code === 'SQLITE_WRITER_EXITED')) {
+  if (code !== undefined && (TRANSIENT_CODES.test(code) || code === WRITER_EXITED)) {
     return new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
   }
   return error

@@ -1,7 +1,6 @@
 import type { SqliteDatabase } from './driver.js'
 import { asUnavailable, unlessTransient } from './transient-errors.js'
-import type { SqliteWriter } from './writer.js'
-import { StoreUnavailableError } from '../plant-store.js'
+import { writerExited, type SqliteWriter } from './writer.js'
 import type { SettledAttemptRecord, WebhookArguments, WebhookCommand, WebhookResults } from './writer-protocol.js'
 import {
   ATTEMPT_COLUMNS, attemptPageOf, ClaimAfterSettleError, CLAIMED_SUBSCRIPTION_COLUMNS, claimedDeliveries, storedSecretsOfRow, SUBSCRIPTION_COLUMNS,
@@ -45,6 +44,11 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
     }
   }
 
+  /** The deliveries of the rows a claim leased, each with its subscription's URL and secrets. */
+  const claimedOf = (rows: WebhookResults['claim']): ClaimedDelivery[] => rows.length === 0
+    ? []
+    : claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+
   return {
     async createSubscription (subscription) {
       await command('createSubscription', subscription)
@@ -66,30 +70,24 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
       return attemptPageOf(rows, limit)
     },
     async claim ({ settled, ...request }): Promise<ClaimedDelivery[]> {
-      const now = BigInt(request.now)
-      if (settled !== undefined && settled.length > 0) {
-        let rows: WebhookResults['claim']
-        try {
-          rows = await command('claim', { ...request, settled: settled.map(settledRecordOf) })
-        } catch (error) {
-          // A writer that exited may have committed them: recorded twice, a retry's outcome would count twice.
-          // Not recorded, their rows are leased until the lease ends, and then delivered again.
-          if (error instanceof StoreUnavailableError && (error.cause as { code?: unknown } | undefined)?.code === 'SQLITE_WRITER_EXITED') {
-            throw new ClaimAfterSettleError(error)
-          }
-          throw error
-        }
-        if (rows.length === 0) return []
-        try {
-          return claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
-        } catch (error) {
-          throw new ClaimAfterSettleError(error)
-        }
+      if (settled === undefined || settled.length === 0) {
+        const now = BigInt(request.now)
+        if (unlessTransient(() => anyDue.get(now, now)) === undefined) return []
+        return claimedOf(await command('claim', request))
       }
-      if (unlessTransient(() => anyDue.get(now, now)) === undefined) return []
-      const rows = await command('claim', request)
-      if (rows.length === 0) return []
-      return claimedDeliveries(rows, new Map(unlessTransient(() => secrets.all()).map((row) => [row.id, row])))
+      let rows: WebhookResults['claim']
+      try {
+        rows = await writer.webhookCommand('claim', { ...request, settled: settled.map(settledRecordOf) })
+      } catch (error) {
+        // A writer that exited may have committed them: recorded twice, a retry's outcome would count twice.
+        // Not recorded, their rows are leased until the lease ends, and then delivered again.
+        throw writerExited(error) ? new ClaimAfterSettleError(asUnavailable(error)) : asUnavailable(error)
+      }
+      try {
+        return claimedOf(rows)
+      } catch (error) {
+        throw new ClaimAfterSettleError(error)
+      }
     },
     async settle (owner, attempts) {
       // Only what the writer records crosses to its thread: copying bodies, URLs and secrets there cost

@@ -12,6 +12,14 @@ export class SqliteWriteError extends Error {
   }
 }
 
+/** The code of the error of every request a writer thread owed when it exited or failed. */
+export const WRITER_EXITED = 'SQLITE_WRITER_EXITED'
+
+/** Whether `error` is a writer's exit: what it was doing may or may not have committed. */
+export function writerExited (error: unknown): boolean {
+  return error instanceof SqliteWriteError && error.code === WRITER_EXITED
+}
+
 /**
  * Where the writer thread starts: its compiled module beside this one (dist/); or, where this module
  * runs from its TypeScript source (vitest, tsx), a module that loads the thread's source through tsx.
@@ -81,7 +89,7 @@ export class SqliteWriter {
     // A writer that dies fails what it owes; the next message starts a new one.
     const fail = (error: Error) => {
       if (this.worker === worker) this.worker = undefined
-      for (const pending of this.pending.splice(0)) pending.reject(new SqliteWriteError('SQLITE_WRITER_EXITED', error.message))
+      for (const pending of this.pending.splice(0)) pending.reject(new SqliteWriteError(WRITER_EXITED, error.message))
     }
     worker.on('error', fail)
     worker.on('exit', (code) => { if (this.pending.length > 0) fail(new Error(`the SQLite writer exited with code ${code}`)) })
