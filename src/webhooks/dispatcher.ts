@@ -221,11 +221,7 @@ export class WebhookDispatcher {
       if (error instanceof ClaimAfterSettleError) return
       this.toSettle.unshift(...settled)
       this.log.warn({ err: error, attempts: settled.length }, 'webhooks: cannot record delivery outcomes with a claim; recording them again')
-    }).finally(() => {
-      if (this.settling === settling) this.settling = undefined
-      if (this.stopping.signal.aborted) this.settleAll()
-      else if (this.toSettle.length > 0) this.settleSoon()
-    })
+    }).finally(() => { this.settleEnded() })
     this.settling = settling
     return await claim
   }
@@ -266,17 +262,18 @@ export class WebhookDispatcher {
     if (this.settling !== undefined || this.toSettle.length === 0) return
     const batch = this.toSettle.splice(0)
     this.settling = this.store.settle(this.owner, batch)
-      .catch((error: unknown) => { this.outcomesLost(error, batch.length) })
-      .finally(() => {
-        this.settling = undefined
-        if (this.stopping.signal.aborted) this.settleAll()
-        else this.settleSoon()
+      .catch((error: unknown) => {
+        // The events stay leased to this instance until the lease runs out; then they go out again.
+        this.log.warn({ err: error, attempts: batch.length }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
       })
+      .finally(() => { this.settleEnded() })
   }
 
-  private outcomesLost (error: unknown, attempts: number): void {
-    // The events stay leased to this instance until the lease runs out; then they go out again.
-    this.log.warn({ err: error, attempts }, 'webhooks: cannot record delivery outcomes; the events will be sent again')
+  /** After a settle (or a claim that carried outcomes): the outcomes that ended meanwhile are next. */
+  private settleEnded (): void {
+    this.settling = undefined
+    if (this.stopping.signal.aborted) this.settleAll()
+    else if (this.toSettle.length > 0) this.settleSoon()
   }
 
   private async attempt (delivery: ClaimedDelivery, traceHeaders?: Readonly<Record<string, string>>): Promise<SettledAttempt> {
