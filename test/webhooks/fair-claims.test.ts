@@ -99,4 +99,23 @@ describe.each(backends)('fair claims across subscriptions ($name)', (backend) =>
     expect((await store.webhooks.listAttempts(subscription, { limit: 10 })).attempts.map(({ eventId, statusCode, attempt }) => ({ eventId, statusCode, attempt })))
       .toEqual([{ eventId: created.eventId, statusCode: 204, attempt: 1 }])
   })
+
+  it('leaves an event whose lease went to another instance to that one: a delivered outcome from the first neither removes nor counts it', async () => {
+    const store = await backend.open()
+    onTestFinished(() => store.close())
+    const subscription = await addSubscription(store)
+    await createPlants(store, 1, 1)
+    const now = Date.now() + 1000
+    const [first] = await store.webhooks.claim({ owner: 'a', now, leaseMs: 1000, limit: 16 })
+    if (first === undefined) throw new Error('nothing claimed')
+    const [second] = await store.webhooks.claim({ owner: 'b', now: now + 2000, leaseMs: 30_000, limit: 16 })
+    expect(second?.eventId).toBe(first.eventId)
+
+    await store.webhooks.settle('a', [{ delivery: first, at: now + 2001, statusCode: 204, result: 'delivered' }])
+    const afterFirst = await store.webhooks.getSubscription(subscription)
+    await store.webhooks.settle('b', [{ delivery: second as ClaimedDelivery, at: now + 2002, statusCode: 204, result: 'delivered' }])
+
+    expect(afterFirst).toMatchObject({ pending: 1, delivered: 0 })
+    expect(await store.webhooks.getSubscription(subscription)).toMatchObject({ pending: 0, delivered: 1 })
+  })
 })
