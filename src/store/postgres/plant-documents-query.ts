@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { jsonString, needsNoEscaping } from '../../json-text.js'
+import { needsNoEscaping } from '../../json-text.js'
 import { plantJson, type PageRequest, type PlantPage } from '../plant-store.js'
 
 /** A DataRow message as the protocol parser hands it over: each field's text, NULL as null. */
@@ -94,10 +94,10 @@ export class PlantPageQuery extends PlantRowsQuery {
 /** The most pieces one row adds: `{"id":`, id, `,"name":`, a quoted name (3), `,"tag":`, a quoted tag (3), `}`. */
 const PIECES_PER_ROW = 11
 
-/** Puts `jsonString(text)` at `at` as pieces (the text itself between quotes when it needs no escaping); returns where the next piece goes. */
+/** Puts `JSON.stringify(text)` at `at` as pieces (the text itself between quotes when it needs no escaping); returns where the next piece goes. */
 function putJsonString (pieces: string[], at: number, text: string): number {
   if (!needsNoEscaping(text)) {
-    pieces[at] = jsonString(text)
+    pieces[at] = JSON.stringify(text)
     return at + 1
   }
   pieces[at] = '"'
