@@ -6,7 +6,10 @@ import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } fro
 
 interface Subscriber { readonly id: string, readonly events: string }
 
-const INSERTED: WriteEffect = { inserted: true }
+/** A create's effect: it stored its plant, or met the row that holds its id (undefined: none was there). */
+type CreateEffect = Extract<WriteEffect, { readonly inserted: boolean }>
+
+const INSERTED: CreateEffect = { inserted: true }
 
 /** The writer thread's plant writes, each batch in one transaction. */
 export interface PlantWrites {
@@ -69,7 +72,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     return { outcome }
   }
 
-  const create = (plant: PlantRecord): WriteEffect => {
+  const create = (plant: PlantRecord): CreateEffect => {
     const tag = plant.tag ?? null
     if (insert.run(plant.id, plant.name, tag).changes === 1) {
       // (Without subscribers there is no event to record, nor a body to build for one.)
@@ -89,11 +92,11 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     const met: Array<PlantRow | undefined> = []
     for (const plant of plants) {
       const effect = create(plant)
-      if (effect === INSERTED) {
+      if (effect.inserted) {
         inserted += '1'
       } else {
         inserted += '0'
-        met.push((effect as { existing: PlantRow | undefined }).existing)
+        met.push(effect.existing)
       }
     }
     return { inserted, met }
