@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { newSigningSecret } from '../../src/webhooks/secrets.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
+import { SERVICE_VERSION } from '../../src/version.js'
 import { backends, bearer, buildTestApp, postPlant, temporaryFolder } from '../helpers/app.js'
 import { listenOnLoopback, serverOfWholeRequests } from '../helpers/test-servers.js'
 import { WebhookReceiver, type ReceivedDelivery } from '../helpers/webhook-receiver.js'
@@ -369,5 +370,29 @@ describe('a receiver that answers with a body', () => {
     expect(await subscriptionStatus(app, subscription)).toMatchObject({ pending: 0, delivered: 3, failed: 0 })
     expect((await deliveryAttempts(app, subscription)).map(({ attempt, statusCode, error }) => ({ attempt, statusCode, error })))
       .toEqual([1, 1, 1].map((attempt) => ({ attempt, statusCode: 200, error: undefined })))
+  })
+})
+
+describe('a receiver whose URL has a query', () => {
+  it('is posted to at its path with the query, under the service\'s user agent, as JSON, with the event\'s headers', async () => {
+    const app = await buildTestApp({ tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const requests: Array<{ method: string | undefined, url: string | undefined, userAgent: string | undefined, contentType: string | undefined, event: string | undefined }> = []
+    const server = serverOfWholeRequests((request, _body, response) => {
+      const { method, url, headers } = request
+      requests.push({ method, url, userAgent: headers['user-agent'], contentType: headers['content-type'], event: headers['webhook-event'] as string | undefined })
+      response.writeHead(204).end()
+    })
+    const port = await listenOnLoopback(server, () => new Promise((resolve) => { server.close(() => { resolve() }); server.closeAllConnections() }))
+    const created = await app.inject({
+      method: 'POST', url: '/admin/webhooks', headers: bearer(ADMIN_TOKEN), payload: { url: `http://127.0.0.1:${port}/hooks/plants?key=a%20b&x=1` }
+    })
+    const subscription = created.json<{ id: string }>().id
+
+    expect((await postPlant(app, { id: 1, name: 'Fern' })).statusCode).toBe(200)
+    await waitFor(() => subscriptionStatus(app, subscription), (status) => status.delivered === 1)
+
+    expect(requests).toEqual([{
+      method: 'POST', url: '/hooks/plants?key=a%20b&x=1', userAgent: `plantstore/${SERVICE_VERSION} (webhooks)`, contentType: 'application/json', event: 'plant.created'
+    }])
   })
 })
