@@ -83,7 +83,8 @@ export class WebhookDispatcher {
   private readonly posts: ReceiverPosts
   private readonly keys: SigningKeys
   private readonly targets = new Map<string, ReceiverTarget>()
-  private readonly stopping = new AbortController()
+  /** Set by stop(): nothing is claimed from then on, and the deliveries under way are cut short. */
+  private stopped = false
   private inFlight = 0
   /** Circuits per subscription, in this instance: how many receivers are being left alone (metrics). */
   readonly circuits: CircuitBreaker
@@ -120,7 +121,7 @@ export class WebhookDispatcher {
 
   /** Looks for due events now rather than at the next poll. */
   wake (): void {
-    if (this.stopping.signal.aborted) return
+    if (this.stopped) return
     clearTimeout(this.timer)
     this.timer = undefined
     this.claimAndDeliver().catch(() => {})
@@ -131,7 +132,7 @@ export class WebhookDispatcher {
    * whichever instance claims next), and waits until every outcome is recorded.
    */
   async stop (): Promise<void> {
-    this.stopping.abort()
+    this.stopped = true
     this.posts.stop(new Error(STOPPED_DURING_DELIVERY))
     clearTimeout(this.timer)
     await this.claiming
@@ -158,13 +159,13 @@ export class WebhookDispatcher {
   }
 
   private later (): void {
-    if (this.stopping.signal.aborted || this.timer !== undefined) return
+    if (this.stopped || this.timer !== undefined) return
     this.timer = setTimeout(() => { this.timer = undefined; this.claimAndDeliver().catch(() => {}) }, this.options.pollMs)
     this.timer.unref()
   }
 
   private async claimAndDeliver (): Promise<void> {
-    if (this.claiming !== undefined || this.stopping.signal.aborted) return
+    if (this.claiming !== undefined || this.stopped) return
     const free = this.options.concurrency - this.inFlight
     // Every slot busy: an attempt's end wakes this when its subscription can take more; the poll
     // covers the others (a circuit opened by that end, say).
@@ -251,7 +252,7 @@ export class WebhookDispatcher {
   }
 
   private settleSoon (): void {
-    if (this.settleTimer !== undefined || this.settling !== undefined || this.stopping.signal.aborted) return
+    if (this.settleTimer !== undefined || this.settling !== undefined || this.stopped) return
     this.settleTimer = setTimeout(() => {
       this.settleTimer = undefined
       this.settleAll()
@@ -272,7 +273,7 @@ export class WebhookDispatcher {
   /** After a settle (or a claim that carried outcomes): the outcomes that ended meanwhile are next. */
   private settleEnded (): void {
     this.settling = undefined
-    if (this.stopping.signal.aborted) this.settleAll()
+    if (this.stopped) this.settleAll()
     else if (this.toSettle.length > 0) this.settleSoon()
   }
 
@@ -282,7 +283,7 @@ export class WebhookDispatcher {
     try {
       statusCode = await this.post(delivery, at, traceHeaders)
     } catch (error) {
-      if (this.stopping.signal.aborted) {
+      if (this.stopped) {
         return { delivery, at, error: STOPPED_DURING_DELIVERY, result: 'retry', nextAttemptAt: at }
       }
       return this.failed(delivery, at, { error: describe(error) })
