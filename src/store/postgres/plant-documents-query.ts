@@ -86,6 +86,8 @@ export class PlantPageQuery extends PlantRowsQuery {
   /** The page, once the query has completed. */
   page (): PlantPage {
     if (!this.#lines) this.#pieces[this.#length++] = ']'
+    // The room a page with fewer rows or tags did not use: join would walk every empty slot of it.
+    this.#pieces.length = this.#length
     const json = this.#pieces.join('')
     return this.#rows > this.#limit ? { json, nextAfter: BigInt(this.#lastId) } : { json }
   }
