@@ -6,6 +6,12 @@ const MAX_ANSWER_BYTES = 4096
 /** Why an answer was cut off: never seen by the caller, who has the status code by then. */
 class AnswerCutOff extends Error {}
 
+/**
+ * A status that arrived after the POST's deadline: a failed attempt, like no answer at all. The agent's
+ * headersTimeout runs on undici's coarse timers, which may fire up to a second late.
+ */
+export class AnswerTooLate extends Error {}
+
 /** One delivery's POST. */
 export interface ReceiverPost {
   readonly origin: string
@@ -80,9 +86,16 @@ class AnswerReader implements Dispatcher.DispatchHandler {
     if (this.cancelledWith !== undefined) controller.abort(this.cancelledWith)
   }
 
-  onResponseStart (_controller: Dispatcher.DispatchController, statusCode: number): void {
+  onResponseStart (controller: Dispatcher.DispatchController, statusCode: number): void {
     // 1xx answers are informational; the final one follows.
-    if (statusCode >= 200) this.statusCode = statusCode
+    if (statusCode < 200) return
+    if (Date.now() > this.deadline) {
+      const tooLate = new AnswerTooLate(`HTTP ${statusCode} after the deadline`)
+      this.onResponseError(controller, tooLate)
+      controller.abort(tooLate)
+      return
+    }
+    this.statusCode = statusCode
   }
 
   onResponseData (controller: Dispatcher.DispatchController, chunk: Buffer): void {

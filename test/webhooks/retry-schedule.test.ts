@@ -1,0 +1,167 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyInstance } from 'fastify'
+import { describe, expect, it } from 'vitest'
+import { backends, bearer, buildTestApp, postPlant } from '../helpers/app.js'
+import { WebhookReceiver } from '../helpers/webhook-receiver.js'
+import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
+
+// API.md's retry rules, on a short clock: the first retry after about `firstRetryMs`, doubling, each ±20 %,
+// capped at `maxRetryMs`, given up (failed) once the next attempt would fall past `retryForMs` after the
+// event; a 2xx within 10 s is success, a slower answer a failed attempt. Every attempt is signed with its own time.
+
+const FIRST_RETRY_MS = 200
+const MAX_RETRY_MS = 400
+const RETRY_FOR_MS = 2000
+/** What a poll, a claim and a loaded machine add to a gap, at most. */
+const SLACK_MS = 300
+/** How long after its due time an attempt is made, at most, polling every 5 ms. */
+const CLAIM_DELAY_MS = 150
+
+interface DeliveryAttempt {
+  readonly eventId: string
+  readonly attempt: number
+  readonly statusCode?: number
+  readonly error?: string
+  readonly at: string
+}
+
+async function subscriptionOf (app: FastifyInstance, id: string): Promise<{ pending: number, delivered: number, failed: number, lastError?: { at: string, message: string } }> {
+  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
+  expect(response.statusCode, response.body).toBe(200)
+  return response.json()
+}
+
+async function attemptsOf (app: FastifyInstance, id: string): Promise<DeliveryAttempt[]> {
+  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}/deliveries?limit=1000`, headers: bearer(ADMIN_TOKEN) })
+  expect(response.statusCode, response.body).toBe(200)
+  return (response.json() as DeliveryAttempt[]).reverse()
+}
+
+async function until (done: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!await done()) {
+    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms`)
+    await sleep(25)
+  }
+}
+
+const timeOf = (attempt: DeliveryAttempt) => Date.parse(attempt.at)
+const gapsBetween = (attempts: readonly DeliveryAttempt[]) => attempts.slice(1).map((attempt, i) => timeOf(attempt) - timeOf(attempts[i]!))
+/** The webhook-timestamp of an attempt: the Unix second it was made in. */
+const secondOf = (attempt: DeliveryAttempt) => Math.floor(timeOf(attempt) / 1000)
+
+describe.each(backends)('the retry schedule of a webhook event ($name)', (backend) => {
+  it('doubles from the first retry up to the cap, then marks the event failed once the next attempt would fall past the retry period', async () => {
+    const app = await buildTestApp({
+      store: await backend.open(),
+      tokens: WEBHOOK_TEST_TOKENS,
+      config: { webhooks: { ...WEBHOOK_TEST_CONFIG, pollMs: 5, firstRetryMs: FIRST_RETRY_MS, maxRetryMs: MAX_RETRY_MS, retryForMs: RETRY_FOR_MS } }
+    })
+    const receiver = await WebhookReceiver.start()
+    const subscriptionId = await subscribe(app, receiver)
+    receiver.answerWith(() => ({ status: 503 }))
+
+    const committedAfter = Date.now()
+    expect((await postPlant(app, '{"id":7,"name":"Calathea"}')).statusCode).toBe(200)
+    const committedBefore = Date.now()
+    await until(async () => (await subscriptionOf(app, subscriptionId)).failed === 1, RETRY_FOR_MS + 3000)
+    const failedBy = Date.now()
+    await sleep(MAX_RETRY_MS + SLACK_MS)
+
+    const deliveries = [...receiver.deliveries]
+    const attempts = await attemptsOf(app, subscriptionId)
+    expect(attempts.map(({ attempt, statusCode, error }) => ({ attempt, statusCode, error })))
+      .toEqual(deliveries.map((_, i) => ({ attempt: i + 1, statusCode: 503, error: undefined })))
+    expect(attempts.length).toBeGreaterThanOrEqual(5)
+    expect(new Set(deliveries.map(({ id }) => id))).toEqual(new Set([attempts[0]!.eventId]))
+    expect(deliveries.map(({ verified, timestamp }) => ({ verified, timestamp }))).toEqual(attempts.map((attempt) => ({ verified: true, timestamp: secondOf(attempt) })))
+    expect(secondOf(attempts.at(-1)!)).toBeGreaterThan(secondOf(attempts[0]!))
+    // 200 ms ±20 %, then 400 ms ±20 % (the cap cuts off the top), then never more than the cap.
+    const gaps = gapsBetween(attempts)
+    expect(gaps[0]).toBeGreaterThanOrEqual(0.8 * FIRST_RETRY_MS)
+    expect(gaps[0]).toBeLessThanOrEqual(1.2 * FIRST_RETRY_MS + SLACK_MS)
+    for (const gap of gaps.slice(1)) {
+      expect(gap).toBeGreaterThanOrEqual(0.8 * MAX_RETRY_MS)
+      expect(gap).toBeLessThanOrEqual(MAX_RETRY_MS + SLACK_MS)
+    }
+    // Given up neither early nor late: the last attempt is the first whose successor would fall past the period.
+    const last = timeOf(attempts.at(-1)!)
+    expect(last).toBeLessThanOrEqual(committedBefore + RETRY_FOR_MS + CLAIM_DELAY_MS)
+    expect(last + MAX_RETRY_MS).toBeGreaterThan(committedAfter + RETRY_FOR_MS)
+    expect(failedBy - last).toBeLessThan(SLACK_MS + 1000)
+    expect(await subscriptionOf(app, subscriptionId)).toMatchObject({ pending: 0, delivered: 0, failed: 1, lastError: { message: 'HTTP 503', at: attempts.at(-1)!.at } })
+  })
+})
+
+describe('the jitter of webhook retries', () => {
+  it('spreads the retries of events that failed together, each 200 ms ±20 % after its first attempt', async () => {
+    const app = await buildTestApp({ store: await backends[1]!.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: { ...WEBHOOK_TEST_CONFIG, pollMs: 5 } } })
+    const receivers = await Promise.all(Array.from({ length: 4 }, () => WebhookReceiver.start()))
+    // Four events per receiver: under the five failures in a row that open a receiver's circuit.
+    const subscriptionIds: string[] = []
+    for (const receiver of receivers) {
+      subscriptionIds.push(await subscribe(app, receiver))
+      receiver.answerWith((delivery) => ({ status: receiver.deliveries.filter(({ id }) => id === delivery.id).length === 1 ? 500 : 204 }))
+    }
+
+    for (let id = 1; id <= 4; id++) expect((await postPlant(app, `{"id":${id},"name":"Pilea"}`)).statusCode).toBe(200)
+    await Promise.all(receivers.map((receiver) => receiver.waitForDeliveries(8)))
+
+    const firstRetryGaps: number[] = []
+    for (const subscriptionId of subscriptionIds) {
+      const attempts = await attemptsOf(app, subscriptionId)
+      expect(attempts.map(({ attempt, statusCode }) => ({ attempt, statusCode })).sort((a, b) => a.attempt - b.attempt)).toEqual([
+        ...Array.from({ length: 4 }, () => ({ attempt: 1, statusCode: 500 })), ...Array.from({ length: 4 }, () => ({ attempt: 2, statusCode: 204 }))
+      ])
+      for (const first of attempts.filter(({ attempt }) => attempt === 1)) {
+        const retry = attempts.find(({ eventId, attempt }) => eventId === first.eventId && attempt === 2)!
+        firstRetryGaps.push(timeOf(retry) - timeOf(first))
+      }
+    }
+    expect(firstRetryGaps).toHaveLength(16)
+    for (const gap of firstRetryGaps) {
+      expect(gap).toBeGreaterThanOrEqual(0.8 * 200)
+      expect(gap).toBeLessThanOrEqual(1.2 * 200 + SLACK_MS)
+    }
+    // Without jitter no retry could come sooner than 200 ms; with ±20 %, sixteen all later than 195 ms would
+    // happen once in 15,000 runs.
+    expect(Math.min(...firstRetryGaps)).toBeLessThan(195)
+  })
+})
+
+describe('the 10 s a receiver has to answer', () => {
+  it('counts a 2xx after 9 s as delivered, and an answer still missing at 10 s as a failed attempt that is retried with a new timestamp', async () => {
+    const app = await buildTestApp({ store: await backends[1]!.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+    const receiver = await WebhookReceiver.start()
+    const subscriptionId = await subscribe(app, receiver)
+    receiver.answerWith((delivery) => {
+      if (delivery.body === '{"id":1,"name":"slow"}') return { status: 204, delayMs: 9000 }
+      const attempt = receiver.deliveries.filter(({ id }) => id === delivery.id).length
+      return attempt === 1 ? { status: 204, delayMs: 10_500 } : { status: 204 }
+    })
+
+    expect((await postPlant(app, '{"id":1,"name":"slow"}')).statusCode).toBe(200)
+    expect((await postPlant(app, '{"id":2,"name":"too slow"}')).statusCode).toBe(200)
+    await until(async () => (await subscriptionOf(app, subscriptionId)).delivered === 2, 15_000)
+
+    const slow = receiver.deliveries.filter(({ body }) => body === '{"id":1,"name":"slow"}')
+    const tooSlow = receiver.deliveries.filter(({ body }) => body === '{"id":2,"name":"too slow"}')
+    expect(slow).toHaveLength(1)
+    expect(tooSlow).toHaveLength(2)
+    const eventId = tooSlow[0]!.id
+    expect(tooSlow[1]!.id).toBe(eventId)
+    const attempts = await attemptsOf(app, subscriptionId)
+    expect(attempts.map(({ eventId, attempt, statusCode, error }) => ({ eventId, attempt, statusCode, error }))).toEqual(expect.arrayContaining([
+      { eventId: slow[0]!.id, attempt: 1, statusCode: 204, error: undefined },
+      { eventId, attempt: 1, statusCode: undefined, error: 'no answer within 10 s' },
+      { eventId, attempt: 2, statusCode: 204, error: undefined }
+    ]))
+    expect(attempts).toHaveLength(3)
+    const [first, retry] = attempts.filter((attempt) => attempt.eventId === eventId) as [DeliveryAttempt, DeliveryAttempt]
+    expect(timeOf(retry) - timeOf(first)).toBeGreaterThanOrEqual(10_000 + 0.8 * 200)
+    expect(timeOf(retry) - timeOf(first)).toBeLessThanOrEqual(10_000 + 1.2 * 200 + SLACK_MS)
+    expect(tooSlow.map(({ timestamp, verified }) => ({ timestamp, verified }))).toEqual([
+      { timestamp: secondOf(first), verified: true }, { timestamp: secondOf(retry), verified: true }
+    ])
+  })
+})
