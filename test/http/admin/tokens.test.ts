@@ -161,6 +161,21 @@ describe.each(backends)('The token admin API on $name', (backend) => {
     expectInsufficientScope(await postPlant(app, { id: 1, name: 'Fern' }, bearer(body.token)), 'plants:write')
   })
 
+  it('accepts a name of exactly 64 characters using every allowed kind, keeps it whole, and holds it against a second token', async () => {
+    const app = await build()
+    const name = `Az09._-${'n'.repeat(57)}`
+
+    const created = await createToken(app, { name, scopes: ['plants:read'] })
+    const again = await createToken(app, { name, scopes: ['admin'] })
+    const shown = await app.inject({ method: 'GET', url: `/admin/tokens/${created.json().id}`, headers: bearer(ADMIN_TOKEN) })
+
+    expect(name).toHaveLength(64)
+    expect(created.statusCode).toBe(201)
+    expect(created.json()).toMatchObject({ name, scopes: ['plants:read'] })
+    expect(shown.json()).toMatchObject({ name, source: 'store' })
+    expectError(again, 409, `a live access token is already named "${name}"; revoke it or choose another name`)
+  })
+
   it('stores scopes in their canonical order and keeps an expiry, normalised to UTC', async () => {
     const app = await build()
     const expiresAt = new Date(Date.now() + 86_400_000)
