@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { openMemoryStore } from '../../src/store/memory/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import Database from '../../src/store/sqlite/driver.js'
+import { openPostgresStore } from '../../src/store/postgres/store.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { CIRCUIT_THRESHOLD } from '../../src/webhooks/circuit-breaker.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
 import { newSigningSecret, SecretBox } from '../../src/webhooks/secrets.js'
-import { temporaryFolder } from '../helpers/app.js'
+import { TEST_POSTGRES_OPTIONS, temporaryFolder } from '../helpers/app.js'
+import { createTestDatabase } from '../helpers/postgres-database.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 
 const OPTIONS: DispatcherOptions = {
@@ -113,5 +116,44 @@ describe('the dispatcher\'s claims', () => {
     expect(await store.webhooks.getSubscription(subscription)).toMatchObject({ pending: 0, delivered: 1, failed: 0 })
     expect((await store.webhooks.listAttempts(subscription, { limit: 10 })).attempts.map(({ statusCode, attempt }) => ({ statusCode, attempt })))
       .toEqual([{ statusCode: 204, attempt: 1 }])
+  })
+
+  it('does not record again the outcomes a claim recorded before its own statement failed (PostgreSQL, a trigger refusing the lease)', async () => {
+    const url = await createTestDatabase()
+    const store = await openPostgresStore(url, TEST_POSTGRES_OPTIONS)
+    onTestFinished(() => store.close())
+    const database = new pg.Client({ connectionString: url })
+    await database.connect()
+    onTestFinished(() => database.end())
+    const receiver = await WebhookReceiver.start()
+    receiver.answerWith(() => ({ status: 204, delayMs: receiver.deliveries.length === 1 ? 300 : 0 }))
+    const subscription = await subscribe(store, receiver)
+    await createPlants(store, 1, 1)
+    const { dispatcher, warnings } = dispatcherOf(store, {})
+
+    dispatcher.start()
+    await until(() => receiver.deliveries.length === 1, 2000)
+    // While the created event's attempt is under way, leasing an outbox row starts to fail. The plant's
+    // update waits for that event, so the first claim to lease it is the one that carries the created
+    // event's outcome: it commits the outcome in its own transaction, then fails.
+    await database.query(`CREATE FUNCTION refuse_lease () RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'lease refused by the test'; END $$`)
+    await database.query('CREATE TRIGGER refuse_lease BEFORE UPDATE ON webhook_outbox FOR EACH ROW EXECUTE FUNCTION refuse_lease()')
+    expect((await store.put({ id: 1n, name: 'renamed' })).status).toBe('replaced')
+    await until(() => warnings.includes('webhooks: cannot read the outbox; trying again every poll'), 3000)
+    const recordedBeforeTheClaimFailed = (await store.webhooks.listAttempts(subscription, { limit: 10 })).attempts
+    await database.query('DROP TRIGGER refuse_lease ON webhook_outbox')
+    await until(() => receiver.deliveries.length === 2, 3000)
+    await until(() => warnings.includes('webhooks: the outbox can be read again'), 3000)
+    await dispatcher.stop()
+
+    const [created, updated] = receiver.deliveries
+    expect(warnings).toEqual(['webhooks: cannot read the outbox; trying again every poll', 'webhooks: the outbox can be read again'])
+    expect([created?.body, updated?.body]).toEqual(['{"id":1,"name":"plant 1"}', '{"id":1,"name":"renamed"}'])
+    expect(recordedBeforeTheClaimFailed.map(({ eventId, statusCode, attempt }) => ({ eventId, statusCode, attempt })))
+      .toEqual([{ eventId: created?.id, statusCode: 204, attempt: 1 }])
+    expect(await store.webhooks.getSubscription(subscription)).toMatchObject({ pending: 0, delivered: 2, failed: 0 })
+    expect((await store.webhooks.listAttempts(subscription, { limit: 10 })).attempts.map(({ eventId, statusCode, attempt }) => ({ eventId, statusCode, attempt })))
+      .toEqual([{ eventId: updated?.id, statusCode: 204, attempt: 1 }, { eventId: created?.id, statusCode: 204, attempt: 1 }])
   })
 })
