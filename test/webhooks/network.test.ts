@@ -46,7 +46,7 @@ describe('the webhook address block list', () => {
   })
 
   it('still lets public addresses through, IPv4 ones and IPv6 ones next to the new ranges', async () => {
-    const publicAddresses = ['8.8.8.8', '203.0.113.7', '1.1.1.1', '2001:4860:4860::8888', '2001:1::1', '2606:4700::1111', '100:0:0:1::1', '101::1']
+    const publicAddresses = ['8.8.8.8', '203.0.113.7', '1.1.1.1', '172.15.255.255', '172.32.0.1', '192.167.255.255', '192.169.0.1', '2001:4860:4860::8888', '2001:1::1', '2606:4700::1111', '100:0:0:1::1', '101::1']
     for (const address of publicAddresses) expect(isInternalAddress(address), address).toBe(false)
     for (const address of publicAddresses) expect(await lookedUp(address)).toEqual({ addresses: [address] })
     expect(await webhookUrlRefusal('http://[2001:4860:4860::8888]/hooks', false)).toBeUndefined()
