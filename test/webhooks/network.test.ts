@@ -45,6 +45,13 @@ describe('the webhook address block list', () => {
     }
   })
 
+  it('refuses 0.0.0.0, which a socket on Linux reaches as this host, where a delivery socket resolves its host', async () => {
+    expect(await lookedUp('0.0.0.0')).toEqual({
+      code: 'EWEBHOOKINTERNAL',
+      message: '0.0.0.0 resolves to 0.0.0.0, an internal address (WEBHOOK_ALLOW_PRIVATE_NETWORKS is not true)'
+    })
+  })
+
   it('still lets public addresses through, IPv4 ones and IPv6 ones next to the new ranges', async () => {
     const publicAddresses = ['8.8.8.8', '203.0.113.7', '1.1.1.1', '172.15.255.255', '172.32.0.1', '192.167.255.255', '192.169.0.1', '2001:4860:4860::8888', '2001:1::1', '2606:4700::1111', '100:0:0:1::1', '101::1']
     for (const address of publicAddresses) expect(isInternalAddress(address), address).toBe(false)
