@@ -198,6 +198,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
     ['http://172.31.255.254:8443/hooks', '172.31.255.254'],
     ['http://192.168.1.10/', '192.168.1.10'],
     ['http://169.254.169.254/latest', '169.254.169.254'],
+    ['http://100.100.100.200/latest/meta-data/', '100.100.100.200'],
     ['http://[::1]/', '::1'],
     ['http://localhost:8080/', 'localhost'],
     ['http://hooks.localhost/', 'hooks.localhost'],
