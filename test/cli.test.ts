@@ -323,6 +323,20 @@ describe.each(backends)('plantstore tokens on $name', ({ databaseUrl }) => {
     expect(afterExpiry).toMatchObject({ name: 'short-lived', scopes: ['admin'] })
     expect(table.map((row) => [row.ID, row.STATUS])).toEqual([[afterExpiry.id, 'live'], [short.id, 'expired']])
   })
+
+  it('makes a token expire --expires-in after its creation, in seconds, minutes, hours, days and weeks', async () => {
+    const folder = temporaryFolder()
+    const env = { DATABASE_URL: await databaseUrl() }
+    const durations = ['45s', '90m', '36h', '30d', '2w']
+
+    const secondsLived: Record<string, number> = {}
+    for (const duration of durations) {
+      const created = await createJson(['--name', `lives-${duration}`, '--scopes', 'plants:read', '--expires-in', duration], env, folder)
+      secondsLived[duration] = Math.round((Date.parse(created.expiresAt ?? '') - Date.parse(created.createdAt)) / 1000)
+    }
+
+    expect(secondsLived).toEqual({ '45s': 45, '90m': 90 * 60, '36h': 36 * 3600, '30d': 30 * 86_400, '2w': 14 * 86_400 })
+  })
 })
 
 describe.each(backends)('plantstore tokens against a running service on $name', ({ name, databaseUrl }) => {

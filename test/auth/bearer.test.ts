@@ -78,6 +78,22 @@ describe('Authentication of /plants', () => {
       expect(response.headers['www-authenticate']).toBeUndefined()
     })
 
+    it.each([
+      ['a tilde', 'ops~token'],
+      ['+ and / as standard base64 writes them', 'b3Bz+dG9r/ZW4'],
+      ['trailing = padding', 'b3BzLXRva2Vu=='],
+      ['every b64token character', 'Az09-._~+/x==']
+    ])('then an operator\'s token with %s is accepted, configured as its digest or as the token', async (_case, token) => {
+      for (const entry of [`sha256:${digestToken(token).toString('hex')}`, token]) {
+        const app = await buildTestApp({ tokens: [entry] })
+
+        const response = await postPlant(app, { id: 3, name: 'Fern' }, { authorization: `Bearer ${token}` })
+
+        expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 200, body: { name: 'Fern' } })
+        expect(response.headers['www-authenticate']).toBeUndefined()
+      }
+    })
+
     it('then every configured token is accepted, and only those', async () => {
       const app = await buildTestApp({ tokens: ['first-token', 'second-token'] })
 

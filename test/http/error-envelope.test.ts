@@ -144,6 +144,21 @@ describe('The error envelope', () => {
       expect(response.headers['x-request-id']).toBe('trace-abc.123')
     })
 
+    it.each([
+      ['one character', '7'],
+      ['128 characters, the longest', 'r'.repeat(128)],
+      ['every visible ASCII character', Array.from({ length: 0x7f - 0x21 }, (_, index) => String.fromCharCode(0x21 + index)).join('')]
+    ])('reuses an incoming id of %s, on an error as on a success', async (_case, incoming) => {
+      const app = await buildTestApp()
+
+      const served = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': incoming } })
+      const refused = await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': incoming } })
+
+      expect(served.headers['x-request-id']).toBe(incoming)
+      expect(refused.headers['x-request-id']).toBe(incoming)
+      expectError(refused, 404, 'no route GET /nowhere')
+    })
+
     it('makes a new id per request: a UUIDv8 whose random part is fixed per process, then a counter', async () => {
       const app = await buildTestApp()
 

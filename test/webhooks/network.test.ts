@@ -45,8 +45,21 @@ describe('the webhook address block list', () => {
     }
   })
 
+  it('refuses 0.0.0.0, which a socket on Linux reaches as this host, where a delivery socket resolves its host', async () => {
+    expect(await lookedUp('0.0.0.0')).toEqual({
+      code: 'EWEBHOOKINTERNAL',
+      message: '0.0.0.0 resolves to 0.0.0.0, an internal address (WEBHOOK_ALLOW_PRIVATE_NETWORKS is not true)'
+    })
+  })
+
+  it('refuses the IPv4 ranges no receiver is at: shared (carrier-grade NAT, cloud metadata), IETF protocol, benchmarking, multicast, reserved', () => {
+    for (const address of ['100.64.0.1', '100.100.100.200', '100.127.255.254', '192.0.0.8', '198.18.0.1', '198.19.255.254', '224.0.0.1', '239.255.255.250', '240.0.0.1', '255.255.255.255']) {
+      expect(isInternalAddress(address), address).toBe(true)
+    }
+  })
+
   it('still lets public addresses through, IPv4 ones and IPv6 ones next to the new ranges', async () => {
-    const publicAddresses = ['8.8.8.8', '203.0.113.7', '1.1.1.1', '2001:4860:4860::8888', '2001:1::1', '2606:4700::1111', '100:0:0:1::1', '101::1']
+    const publicAddresses = ['8.8.8.8', '203.0.113.7', '1.1.1.1', '172.15.255.255', '172.32.0.1', '192.167.255.255', '192.169.0.1', '100.63.255.255', '100.128.0.1', '198.17.255.255', '198.20.0.1', '223.255.255.254', '2001:4860:4860::8888', '2001:1::1', '2606:4700::1111', '100:0:0:1::1', '101::1']
     for (const address of publicAddresses) expect(isInternalAddress(address), address).toBe(false)
     for (const address of publicAddresses) expect(await lookedUp(address)).toEqual({ addresses: [address] })
     expect(await webhookUrlRefusal('http://[2001:4860:4860::8888]/hooks', false)).toBeUndefined()
