@@ -87,9 +87,11 @@ export async function webhookUrlRefusal (text: string, allowPrivateNetworks: boo
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return `url must be an http or https URL, not ${url.protocol.slice(0, -1)}`
   if (allowPrivateNetworks) return undefined
   const host = hostOf(url)
+  // A fully qualified name may end in a dot: `localhost.` is `localhost`.
+  const name = host.endsWith('.') ? host.slice(0, -1) : host
   const internalAddress = isIP(host) !== 0
     ? (isInternalAddress(host) ? host : undefined)
-    : host === 'localhost' || host.endsWith('.localhost') ? host : (await addressesOf(host)).find(isInternalAddress)
+    : name === 'localhost' || name.endsWith('.localhost') ? host : (await addressesOf(host)).find(isInternalAddress)
   if (internalAddress === undefined) return undefined
   return `url must not reach a loopback, private or link-local address (${host === internalAddress ? host : `${host} is ${internalAddress}`}); ` +
     'the service allows that only with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true'
