@@ -68,7 +68,10 @@ export const DeliveryAttempt = Type.Object({
   type: WebhookEvent,
   attempt: Type.Integer({ minimum: 1, description: '1 for the first attempt of the event, 2 for its first retry, …' }),
   statusCode: Type.Optional(Type.Integer({ description: 'The receiver\'s status code; absent when no answer came', examples: [200] })),
-  error: Type.Optional(Type.String({ description: 'Why no answer came (timeout, connection refused, …)', examples: ['no answer within 10 s'] })),
+  error: Type.Optional(Type.String({
+    description: 'Why there was no answer, or why it did not count (no answer or a status later than 10 s, connection refused, …)',
+    examples: ['no answer within 10 s']
+  })),
   at: DateTime('When the attempt was made, RFC 3339 UTC')
 }, component('DeliveryAttempt', 'One attempt to deliver one event.'))
 

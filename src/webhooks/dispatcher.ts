@@ -327,9 +327,9 @@ export class WebhookDispatcher {
       'webhook-event', delivery.type
     ]
     if (traceHeaders !== undefined) for (const name in traceHeaders) headers.push(name, traceHeaders[name] as string)
-    // The agent's headersTimeout bounds the wait for the status to 10 s; a timer per delivery
+    // The agent's headersTimeout bounds the wait for the status; a timer per delivery
     // (AbortSignal.timeout) cost more than the HMAC.
-    return await this.posts.post({ origin, path, headers, body: delivery.body, deadline: at + DELIVERY_TIMEOUT_MS })
+    return await this.posts.post({ origin, path, headers, body: delivery.body, timeoutMs: DELIVERY_TIMEOUT_MS })
   }
 
   /** The parts of a subscription's URL, parsed once. */

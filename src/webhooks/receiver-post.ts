@@ -7,8 +7,8 @@ const MAX_ANSWER_BYTES = 4096
 class AnswerCutOff extends Error {}
 
 /**
- * A status that arrived after the POST's deadline: a failed attempt, like no answer at all. The agent's
- * headersTimeout runs on undici's coarse timers, which may fire up to a second late.
+ * A status that arrived later than the POST's time-out: a failed attempt, like no answer at all. The
+ * agent's headersTimeout runs on undici's coarse timers, which may fire up to half a second late.
  */
 export class AnswerTooLate extends Error {}
 
@@ -20,14 +20,17 @@ export interface ReceiverPost {
   /** Names and values in turn. */
   readonly headers: string[]
   readonly body: string
-  /** An answer's body still arriving then (epoch ms) is cut off. */
-  readonly deadline: number
+  /**
+   * Counted from when the request is written: a status arriving later is a failure (AnswerTooLate), and
+   * an answer's body still arriving then is cut off.
+   */
+  readonly timeoutMs: number
 }
 
 /**
  * The POSTs under way, so that a stop can cut them short; each resolves with the receiver's status
  * code once its answer has been read and dropped, so that the connection serves the next delivery, or
- * cut off with its connection when it is longer than MAX_ANSWER_BYTES or still arriving at its deadline.
+ * cut off with its connection when it is longer than MAX_ANSWER_BYTES or still arriving at its time-out.
  *
  * A handler of undici's dispatcher rather than its `request`: that made a stream, an async resource and
  * an abort listener per delivery to read an answer that is most often empty (docs/benchmarks.md).
@@ -39,12 +42,12 @@ export class ReceiverPosts {
   /** `dispatcherOf` is asked at every POST: it may load the dispatcher at the first. */
   constructor (private readonly dispatcherOf: () => Promise<Dispatcher>) {}
 
-  async post ({ origin, path, headers, body, deadline }: ReceiverPost): Promise<number> {
+  async post ({ origin, path, headers, body, timeoutMs }: ReceiverPost): Promise<number> {
     // Before the dispatcher: a POST made after a stop need not load it to be refused.
     if (this.stoppedWith !== undefined) throw this.stoppedWith
     const dispatcher = await this.dispatcherOf()
     return await new Promise((resolve, reject) => {
-      const reader = new AnswerReader(deadline, this.underWay, resolve, reject)
+      const reader = new AnswerReader(timeoutMs, this.underWay, resolve, reject)
       if (this.stoppedWith !== undefined) {
         reject(this.stoppedWith)
         return
@@ -67,9 +70,11 @@ class AnswerReader implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined
   private cancelledWith: Error | undefined
   private settled = false
+  /** Set when the request is written (epoch ms). */
+  private deadline = Infinity
 
   constructor (
-    private readonly deadline: number,
+    private readonly timeoutMs: number,
     private readonly underWay: Set<AnswerReader>,
     private readonly resolve: (statusCode: number) => void,
     private readonly reject: (error: Error) => void
@@ -82,6 +87,7 @@ class AnswerReader implements Dispatcher.DispatchHandler {
   }
 
   onRequestStart (controller: Dispatcher.DispatchController): void {
+    this.deadline = Date.now() + this.timeoutMs
     this.controller = controller
     if (this.cancelledWith !== undefined) controller.abort(this.cancelledWith)
   }
@@ -90,7 +96,7 @@ class AnswerReader implements Dispatcher.DispatchHandler {
     // 1xx answers are informational; the final one follows.
     if (statusCode < 200) return
     if (Date.now() > this.deadline) {
-      const tooLate = new AnswerTooLate(`HTTP ${statusCode} after the deadline`)
+      const tooLate = new AnswerTooLate(`HTTP ${statusCode} later than ${this.timeoutMs / 1000} s`)
       this.onResponseError(controller, tooLate)
       controller.abort(tooLate)
       return

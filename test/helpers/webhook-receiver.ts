@@ -14,8 +14,13 @@ export interface ReceivedDelivery {
   readonly receivedAt: number
 }
 
-/** What the receiver answers a delivery with: a status code, after an optional delay. */
-export type Answer = (delivery: ReceivedDelivery) => { readonly status: number, readonly delayMs?: number, readonly headers?: Record<string, string> }
+/** What the receiver answers a delivery with: a status code, after an optional delay, or once `after` settles. */
+export type Answer = (delivery: ReceivedDelivery) => {
+  readonly status: number
+  readonly delayMs?: number
+  readonly after?: Promise<unknown>
+  readonly headers?: Record<string, string>
+}
 
 /**
  * A real HTTP receiver on 127.0.0.1 that verifies every delivery with the `standardwebhooks` package
@@ -41,8 +46,8 @@ export class WebhookReceiver {
         receivedAt: Date.now()
       }
       this.deliveries.push(delivery)
-      const { status, delayMs = 0, headers = {} } = this.answer(delivery)
-      setTimeout(() => { response.writeHead(status, headers).end() }, delayMs)
+      const { status, delayMs = 0, after = Promise.resolve(), headers = {} } = this.answer(delivery)
+      after.then(() => setTimeout(() => { response.writeHead(status, headers).end() }, delayMs), () => {})
     })
   }
 

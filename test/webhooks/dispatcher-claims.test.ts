@@ -8,7 +8,7 @@ import type { PlantStore } from '../../src/store/plant-store.js'
 import Database from '../../src/store/sqlite/driver.js'
 import { openPostgresStore } from '../../src/store/postgres/store.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
+import { ClaimAfterSettleError, WEBHOOK_EVENT_TYPES } from '../../src/store/webhook-store.js'
 import { CIRCUIT_THRESHOLD } from '../../src/webhooks/circuit-breaker.js'
 import { WebhookDispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js'
 import { newSigningSecret, SecretBox } from '../../src/webhooks/secrets.js'
@@ -120,34 +120,47 @@ describe('the dispatcher\'s claims', () => {
 
   it('does not record again the outcomes a claim recorded before its own statement failed (PostgreSQL, a trigger refusing the lease)', async () => {
     const url = await createTestDatabase()
-    const store = await openPostgresStore(url, TEST_POSTGRES_OPTIONS)
-    onTestFinished(() => store.close())
+    const postgres = await openPostgresStore(url, TEST_POSTGRES_OPTIONS)
+    onTestFinished(() => postgres.close())
+    const claimErrors: unknown[] = []
+    const claim: typeof postgres.webhooks.claim = async (request) => await postgres.webhooks.claim(request).catch((error: unknown) => {
+      claimErrors.push(error)
+      throw error
+    })
+    const store: PlantStore = { ...postgres, webhooks: { ...postgres.webhooks, claim } }
     const database = new pg.Client({ connectionString: url })
     await database.connect()
     onTestFinished(() => database.end())
+    let answerFirst = () => {}
+    const firstAnswered = new Promise<void>((resolve) => { answerFirst = resolve })
     const receiver = await WebhookReceiver.start()
-    receiver.answerWith(() => ({ status: 204, delayMs: receiver.deliveries.length === 1 ? 300 : 0 }))
+    receiver.answerWith(() => (receiver.deliveries.length === 1 ? { status: 204, after: firstAnswered } : { status: 204 }))
     const subscription = await subscribe(store, receiver)
     await createPlants(store, 1, 1)
-    const { dispatcher, warnings } = dispatcherOf(store, {})
+    // No polls: the claims are the start's, the one an attempt's end makes, and wake()'s.
+    const { dispatcher, warnings } = dispatcherOf(store, { pollMs: 60_000 })
 
     dispatcher.start()
     await until(() => receiver.deliveries.length === 1, 2000)
-    // While the created event's attempt is under way, leasing an outbox row starts to fail. The plant's
-    // update waits for that event, so the first claim to lease it is the one that carries the created
-    // event's outcome: it commits the outcome in its own transaction, then fails.
+    // From now on leasing an outbox row fails. The plant's update waits for its created event, so the
+    // claim that the created event's end makes, carrying its outcome, is the first to lease a row: it
+    // commits the outcome in its own transaction, then fails.
     await database.query(`CREATE FUNCTION refuse_lease () RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN RAISE EXCEPTION 'lease refused by the test'; END $$`)
     await database.query('CREATE TRIGGER refuse_lease BEFORE UPDATE ON webhook_outbox FOR EACH ROW EXECUTE FUNCTION refuse_lease()')
     expect((await store.put({ id: 1n, name: 'renamed' })).status).toBe('replaced')
-    await until(() => warnings.includes('webhooks: cannot read the outbox; trying again every poll'), 3000)
+    answerFirst()
+    await until(() => claimErrors.length === 1, 3000)
     const recordedBeforeTheClaimFailed = (await store.webhooks.listAttempts(subscription, { limit: 10 })).attempts
     await database.query('DROP TRIGGER refuse_lease ON webhook_outbox')
+    dispatcher.wake()
     await until(() => receiver.deliveries.length === 2, 3000)
+    dispatcher.wake()
     await until(() => warnings.includes('webhooks: the outbox can be read again'), 3000)
     await dispatcher.stop()
 
     const [created, updated] = receiver.deliveries
+    expect(claimErrors).toEqual([expect.any(ClaimAfterSettleError)])
     expect(warnings).toEqual(['webhooks: cannot read the outbox; trying again every poll', 'webhooks: the outbox can be read again'])
     expect([created?.body, updated?.body]).toEqual(['{"id":1,"name":"plant 1"}', '{"id":1,"name":"renamed"}'])
     expect(recordedBeforeTheClaimFailed.map(({ eventId, statusCode, attempt }) => ({ eventId, statusCode, attempt })))
