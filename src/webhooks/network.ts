@@ -88,7 +88,9 @@ export async function webhookUrlRefusal (text: string, allowPrivateNetworks: boo
   if (allowPrivateNetworks) return undefined
   const host = hostOf(url)
   // A fully qualified name may end in a dot: `localhost.` is `localhost`.
-  const name = host.endsWith('.') ? host.slice(0, -1) : host
+  let end = host.length
+  while (end > 0 && host[end - 1] === '.') end--
+  const name = host.slice(0, end)
   const internalAddress = isIP(host) !== 0
     ? (isInternalAddress(host) ? host : undefined)
     : name === 'localhost' || name.endsWith('.localhost') ? host : (await addressesOf(host)).find(isInternalAddress)

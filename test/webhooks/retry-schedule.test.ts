@@ -7,7 +7,8 @@ import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from
 
 // API.md's retry rules, on a short clock: the first retry after about `firstRetryMs`, doubling, each ±20 %,
 // capped at `maxRetryMs`, given up (failed) once the next attempt would fall past `retryForMs` after the
-// event; a 2xx within 10 s is success, a slower answer a failed attempt. Every attempt is signed with its own time.
+// event; a 2xx within 10 s is success, no answer by then a failed attempt (a status that comes later:
+// receiver-post.test.ts). Every attempt is signed with its own time.
 
 const FIRST_RETRY_MS = 200
 const MAX_RETRY_MS = 400
@@ -15,7 +16,7 @@ const RETRY_FOR_MS = 2000
 /** What a poll, a claim and a loaded machine add to a gap, at most. */
 const SLACK_MS = 300
 /** How long after its due time an attempt is made, at most, polling every 5 ms. */
-const CLAIM_DELAY_MS = 150
+const CLAIM_DELAY_MS = 250
 
 interface DeliveryAttempt {
   readonly eventId: string
@@ -106,6 +107,7 @@ describe('the jitter of webhook retries', () => {
 
     for (let id = 1; id <= 4; id++) expect((await postPlant(app, `{"id":${id},"name":"Pilea"}`)).statusCode).toBe(200)
     await Promise.all(receivers.map((receiver) => receiver.waitForDeliveries(8)))
+    for (const subscriptionId of subscriptionIds) await until(async () => (await subscriptionOf(app, subscriptionId)).delivered === 4, 3000)
 
     const firstRetryGaps: number[] = []
     for (const subscriptionId of subscriptionIds) {
@@ -130,14 +132,14 @@ describe('the jitter of webhook retries', () => {
 })
 
 describe('the 10 s a receiver has to answer', () => {
-  it('counts a 2xx after 9 s as delivered, and an answer still missing at 10 s as a failed attempt that is retried with a new timestamp', async () => {
+  it('counts a 2xx after 9 s as delivered, and an answer still missing at 10 s as a failed attempt, retried at once with a new timestamp', async () => {
     const app = await buildTestApp({ store: await backends[1]!.open(), tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
     const receiver = await WebhookReceiver.start()
     const subscriptionId = await subscribe(app, receiver)
     receiver.answerWith((delivery) => {
       if (delivery.body === '{"id":1,"name":"slow"}') return { status: 204, delayMs: 9000 }
       const attempt = receiver.deliveries.filter(({ id }) => id === delivery.id).length
-      return attempt === 1 ? { status: 204, delayMs: 10_500 } : { status: 204 }
+      return attempt === 1 ? { status: 204, delayMs: 12_000 } : { status: 204 }
     })
 
     expect((await postPlant(app, '{"id":1,"name":"slow"}')).statusCode).toBe(200)
@@ -158,8 +160,10 @@ describe('the 10 s a receiver has to answer', () => {
     ]))
     expect(attempts).toHaveLength(3)
     const [first, retry] = attempts.filter((attempt) => attempt.eventId === eventId) as [DeliveryAttempt, DeliveryAttempt]
-    expect(timeOf(retry) - timeOf(first)).toBeGreaterThanOrEqual(10_000 + 0.8 * 200)
-    expect(timeOf(retry) - timeOf(first)).toBeLessThanOrEqual(10_000 + 1.2 * 200 + SLACK_MS)
+    // The retry is due 200 ms ±20 % after the first attempt, long before its failure is known: undici's
+    // timers give up 10 to 10.5 s after the request was written.
+    expect(timeOf(retry) - timeOf(first)).toBeGreaterThanOrEqual(10_000)
+    expect(timeOf(retry) - timeOf(first)).toBeLessThanOrEqual(10_500 + 1000)
     expect(tooSlow.map(({ timestamp, verified }) => ({ timestamp, verified }))).toEqual([
       { timestamp: secondOf(first), verified: true }, { timestamp: secondOf(retry), verified: true }
     ])

@@ -205,6 +205,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
     ['http://0.0.0.0:8080/', '0.0.0.0'],
     ['http://localhost./', 'localhost.'],
     ['http://hooks.localhost./', 'hooks.localhost.'],
+    ['http://localhost../', 'localhost..'],
     ['http://[::ffff:127.0.0.1]/', '::ffff:7f00:1'],
     ['http://[::127.0.0.1]/', '::7f00:1'],
     ['http://[64:ff9b::a00:8]/', '64:ff9b::a00:8'],
