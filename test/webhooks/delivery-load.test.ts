@@ -4,7 +4,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { backends, bearer, buildTestApp, postPlant } from '../helpers/app.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
+import { subscribe, subscriptionStatus, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
 const WRITERS = 32
 const WRITES_PER_WRITER = 66
@@ -116,12 +116,6 @@ async function runWriter (
       expectEvent(id, { type: 'plant.deleted', body: `{"id":${id}}` })
     }
   }
-}
-
-async function subscriptionStatus (app: FastifyInstance, id: string) {
-  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
-  expect(response.statusCode, response.body).toBe(200)
-  return response.json<{ pending: number, delivered: number, failed: number, lastError?: unknown }>()
 }
 
 describe.each(backends)('webhook deliveries under load ($name)', (backend) => {

@@ -10,57 +10,12 @@ import { SERVICE_VERSION } from '../../src/version.js'
 import { backends, bearer, buildTestApp, postPlant, temporaryFolder } from '../helpers/app.js'
 import { listenOnLoopback, serverOfWholeRequests } from '../helpers/test-servers.js'
 import { WebhookReceiver, type ReceivedDelivery } from '../helpers/webhook-receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
+import {
+  ADMIN_TOKEN, deliveryAttempts, subscribe, subscriptionStatus, waitFor, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS, type DeliveryAttempt
+} from '../helpers/webhooks.js'
 
 const ISO_TIME = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
 const ATTEMPT_ID = expect.stringMatching(/^[0-9]+$/)
-
-interface SubscriptionStatus {
-  id: string
-  url: string
-  events: string[]
-  createdAt: string
-  disabledAt?: string
-  disabledReason?: string
-  pending: number
-  delivered: number
-  failed: number
-  lastError?: { at: string, message: string }
-}
-
-interface DeliveryAttempt {
-  id: string
-  eventId: string
-  type: string
-  attempt: number
-  statusCode?: number
-  error?: string
-  at: string
-}
-
-async function subscriptionStatus (app: FastifyInstance, id: string): Promise<SubscriptionStatus> {
-  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
-  expect(response.statusCode, response.body).toBe(200)
-  return response.json()
-}
-
-async function deliveryAttempts (app: FastifyInstance, id: string): Promise<DeliveryAttempt[]> {
-  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}/deliveries?limit=1000`, headers: bearer(ADMIN_TOKEN) })
-  expect(response.statusCode, response.body).toBe(200)
-  expect(response.headers.link).toBeUndefined()
-  return response.json()
-}
-
-/** Reads until `done` holds for what was read, and returns that; fails after `timeoutMs`. */
-async function waitFor<T> (read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await read()
-    if (done(value)) return value
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms; last read: ${JSON.stringify(value)}`)
-    await sleep(25)
-  }
-}
 
 function sendPlant (app: FastifyInstance, method: 'PUT' | 'PATCH', id: string, payload: string) {
   const contentType = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json'

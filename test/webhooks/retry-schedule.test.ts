@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, postPlant } from '../helpers/app.js'
+import { backends, buildTestApp, postPlant } from '../helpers/app.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
-import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
+import {
+  deliveryAttempts, subscribe, subscriptionStatus, waitFor, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS, type DeliveryAttempt
+} from '../helpers/webhooks.js'
 
 // API.md's retry rules, on a short clock: the first retry after about `firstRetryMs`, doubling, each ±20 %,
 // capped at `maxRetryMs`, given up (failed) once the next attempt would fall past `retryForMs` after the
@@ -17,34 +18,6 @@ const RETRY_FOR_MS = 2000
 const SLACK_MS = 300
 /** How long after its due time an attempt is made, at most, polling every 5 ms. */
 const CLAIM_DELAY_MS = 250
-
-interface DeliveryAttempt {
-  readonly eventId: string
-  readonly attempt: number
-  readonly statusCode?: number
-  readonly error?: string
-  readonly at: string
-}
-
-async function subscriptionOf (app: FastifyInstance, id: string): Promise<{ pending: number, delivered: number, failed: number, lastError?: { at: string, message: string } }> {
-  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}`, headers: bearer(ADMIN_TOKEN) })
-  expect(response.statusCode, response.body).toBe(200)
-  return response.json()
-}
-
-async function attemptsOf (app: FastifyInstance, id: string): Promise<DeliveryAttempt[]> {
-  const response = await app.inject({ method: 'GET', url: `/admin/webhooks/${id}/deliveries?limit=1000`, headers: bearer(ADMIN_TOKEN) })
-  expect(response.statusCode, response.body).toBe(200)
-  return (response.json() as DeliveryAttempt[]).reverse()
-}
-
-async function until (done: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!await done()) {
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms`)
-    await sleep(25)
-  }
-}
 
 const timeOf = (attempt: DeliveryAttempt) => Date.parse(attempt.at)
 const gapsBetween = (attempts: readonly DeliveryAttempt[]) => attempts.slice(1).map((attempt, i) => timeOf(attempt) - timeOf(attempts[i]!))
@@ -65,12 +38,12 @@ describe.each(backends)('the retry schedule of a webhook event ($name)', (backen
     const committedAfter = Date.now()
     expect((await postPlant(app, '{"id":7,"name":"Calathea"}')).statusCode).toBe(200)
     const committedBefore = Date.now()
-    await until(async () => (await subscriptionOf(app, subscriptionId)).failed === 1, RETRY_FOR_MS + 3000)
+    await waitFor(() => subscriptionStatus(app, subscriptionId), ({ failed }) => failed === 1, RETRY_FOR_MS + 3000)
     const failedBy = Date.now()
     await sleep(MAX_RETRY_MS + SLACK_MS)
 
     const deliveries = [...receiver.deliveries]
-    const attempts = await attemptsOf(app, subscriptionId)
+    const attempts = (await deliveryAttempts(app, subscriptionId)).reverse()
     expect(attempts.map(({ attempt, statusCode, error }) => ({ attempt, statusCode, error })))
       .toEqual(deliveries.map((_, i) => ({ attempt: i + 1, statusCode: 503, error: undefined })))
     expect(attempts.length).toBeGreaterThanOrEqual(5)
@@ -90,7 +63,7 @@ describe.each(backends)('the retry schedule of a webhook event ($name)', (backen
     expect(last).toBeLessThanOrEqual(committedBefore + RETRY_FOR_MS + CLAIM_DELAY_MS)
     expect(last + MAX_RETRY_MS).toBeGreaterThan(committedAfter + RETRY_FOR_MS)
     expect(failedBy - last).toBeLessThan(SLACK_MS + 1000)
-    expect(await subscriptionOf(app, subscriptionId)).toMatchObject({ pending: 0, delivered: 0, failed: 1, lastError: { message: 'HTTP 503', at: attempts.at(-1)!.at } })
+    expect(await subscriptionStatus(app, subscriptionId)).toMatchObject({ pending: 0, delivered: 0, failed: 1, lastError: { message: 'HTTP 503', at: attempts.at(-1)!.at } })
   })
 })
 
@@ -107,11 +80,11 @@ describe('the jitter of webhook retries', () => {
 
     for (let id = 1; id <= 4; id++) expect((await postPlant(app, `{"id":${id},"name":"Pilea"}`)).statusCode).toBe(200)
     await Promise.all(receivers.map((receiver) => receiver.waitForDeliveries(8)))
-    for (const subscriptionId of subscriptionIds) await until(async () => (await subscriptionOf(app, subscriptionId)).delivered === 4, 3000)
+    for (const subscriptionId of subscriptionIds) await waitFor(() => subscriptionStatus(app, subscriptionId), ({ delivered }) => delivered === 4, 3000)
 
     const firstRetryGaps: number[] = []
     for (const subscriptionId of subscriptionIds) {
-      const attempts = await attemptsOf(app, subscriptionId)
+      const attempts = (await deliveryAttempts(app, subscriptionId)).reverse()
       expect(attempts.map(({ attempt, statusCode }) => ({ attempt, statusCode })).sort((a, b) => a.attempt - b.attempt)).toEqual([
         ...Array.from({ length: 4 }, () => ({ attempt: 1, statusCode: 500 })), ...Array.from({ length: 4 }, () => ({ attempt: 2, statusCode: 204 }))
       ])
@@ -144,7 +117,7 @@ describe('the 10 s a receiver has to answer', () => {
 
     expect((await postPlant(app, '{"id":1,"name":"slow"}')).statusCode).toBe(200)
     expect((await postPlant(app, '{"id":2,"name":"too slow"}')).statusCode).toBe(200)
-    await until(async () => (await subscriptionOf(app, subscriptionId)).delivered === 2, 15_000)
+    await waitFor(() => subscriptionStatus(app, subscriptionId), ({ delivered }) => delivered === 2, 15_000)
 
     const slow = receiver.deliveries.filter(({ body }) => body === '{"id":1,"name":"slow"}')
     const tooSlow = receiver.deliveries.filter(({ body }) => body === '{"id":2,"name":"too slow"}')
@@ -152,7 +125,7 @@ describe('the 10 s a receiver has to answer', () => {
     expect(tooSlow).toHaveLength(2)
     const eventId = tooSlow[0]!.id
     expect(tooSlow[1]!.id).toBe(eventId)
-    const attempts = await attemptsOf(app, subscriptionId)
+    const attempts = (await deliveryAttempts(app, subscriptionId)).reverse()
     expect(attempts.map(({ eventId, attempt, statusCode, error }) => ({ eventId, attempt, statusCode, error }))).toEqual(expect.arrayContaining([
       { eventId: slow[0]!.id, attempt: 1, statusCode: 204, error: undefined },
       { eventId, attempt: 1, statusCode: undefined, error: 'no answer within 10 s' },
