@@ -31,7 +31,7 @@ export function mayBeJwt (token: string): boolean {
 }
 
 /** Whether a credential has a JWT's form; only such credentials are verified as JWTs. */
-export function hasJwtForm (token: string): boolean {
+function hasJwtForm (token: string): boolean {
   return token.length <= MAX_JWT_LENGTH && JWT_FORM.test(token)
 }
 
