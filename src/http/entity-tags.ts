@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto'
 import { invalidRequest } from '../errors.js'
-import type { PlantJson } from '../store/plant-store.js'
+import type { PlantJson } from '../store/plant-document.js'
 
 /**
  * The strong entity tag of a plant: a digest of its JSON document, the representation every read

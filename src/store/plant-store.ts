@@ -4,7 +4,7 @@
  *
  * Ids cross the port as `bigint` so every int64 is exact on every backend.
  */
-import { jsonString } from '../json-text.js'
+import type { PlantJson } from './plant-document.js'
 import type { AccessTokenStore } from './access-token-store.js'
 import type { WebhookStore } from './webhook-store.js'
 
@@ -49,14 +49,6 @@ export type PatchOutcome =
   | Stale
 
 export type DeleteOutcome = { readonly status: 'deleted' | 'not-found' } | Stale
-
-/**
- * A plant as the JSON document reads answer with: `{"id":…,"name":"…","tag":"…"}`, keys in that order,
- * no `tag` key for a plant without one, the id an exact integer literal. Reads return the document, not
- * a record, so each backend builds it straight from what its driver returns (`plantJson`) and no read
- * builds objects only for them to be serialized again.
- */
-export type PlantJson = string
 
 /**
  * A page of plants: `json` is a JSON array of PlantJson documents, or, when the request asked for
@@ -179,21 +171,6 @@ export function recordOfRow (row: PlantRow): PlantRecord {
 /** A plant; a tag that is null or undefined is no tag. */
 export function plantRecord (id: bigint, name: string, tag: string | null | undefined): PlantRecord {
   return tag === null || tag === undefined ? { id, name } : { id, name, tag }
-}
-
-/** A plant's JSON document; `id` may be a `bigint` or its decimal text as a database returned it. */
-export function plantJson (id: bigint | string, name: string, tag: string | null | undefined): PlantJson {
-  return plantJsonOfMembers(id, plantMembersJson(name, tag))
-}
-
-/** A plant's JSON document of its id and the rest of its members (`plantMembersJson`). */
-export function plantJsonOfMembers (id: bigint | string, members: string): PlantJson {
-  return `{"id":${id},${members}}`
-}
-
-/** The members of a plant's document after its id, `"name":…` and `,"tag":…` when it has one; a create's answer is them alone. */
-export function plantMembersJson (name: string, tag: string | null | undefined): string {
-  return tag === null || tag === undefined ? `"name":${jsonString(name)}` : `"name":${jsonString(name)},"tag":${jsonString(tag)}`
 }
 
 /**

@@ -1,4 +1,4 @@
-import { plantJson } from '../store/plant-store.js'
+import { plantJson } from '../store/plant-document.js'
 import type { CopyTarget, TableTally, TargetBatch } from '../store/store-copy.js'
 import { columnIndex, keyText, sameRow, type Cell, type StoreRow, type StoreTable, type TableName } from '../store/store-rows.js'
 

@@ -1,4 +1,5 @@
-import { plantJson, type PlantRecord, type PlantStore } from '../store/plant-store.js'
+import { plantJson } from '../store/plant-document.js'
+import type { PlantRecord, PlantStore } from '../store/plant-store.js'
 import type { NdjsonLine } from './ndjson-lines.js'
 import { parsePlantLine } from './plant-line.js'
 

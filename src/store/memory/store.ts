@@ -1,4 +1,5 @@
-import { outcomeOfMeeting, pageOf, plantJson, samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from '../plant-store.js'
+import { plantJson } from '../plant-document.js'
+import { outcomeOfMeeting, pageOf, samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation, type WriteResult } from '../write-operations.js'
 import { SortedIds } from './sorted-ids.js'
 import { memoryTokenStore } from './tokens.js'

@@ -3,7 +3,8 @@ import {
   type NewWebhookSubscriptionRecord, type SettledAttempt, type StoredSecretReplacement, type StoredSecrets, type WebhookEventType,
   type WebhookStore, type WebhookSubscriptionStatusRecord
 } from '../webhook-store.js'
-import { plantJson, type PlantRecord } from '../plant-store.js'
+import { plantJson } from '../plant-document.js'
+import type { PlantRecord } from '../plant-store.js'
 
 interface OutboxEntry {
   readonly id: bigint

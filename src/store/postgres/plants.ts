@@ -1,5 +1,6 @@
 import { ReadBatch } from '../read-batch.js'
-import type { PlantJson, PlantStore } from '../plant-store.js'
+import type { PlantJson } from '../plant-document.js'
+import type { PlantStore } from '../plant-store.js'
 import { PlantDocumentsQuery, PlantPageQuery } from './plant-documents-query.js'
 import { SharedPages } from './shared-pages.js'
 import type { PostgresConnection } from './connection.js'

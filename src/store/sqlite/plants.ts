@@ -1,18 +1,11 @@
 import type { SqliteDatabase, Statement } from './driver.js'
 import { unlessTransient } from './transient-errors.js'
 import { ReadBatch } from '../read-batch.js'
-import { pageOf, type PlantJson, type PlantStore } from '../plant-store.js'
+import type { PlantJson } from '../plant-document.js'
+import { pageOf, type PlantStore } from '../plant-store.js'
+import { PLANT_DOCUMENT_SQL, TAGGED_PLANT_DOCUMENT_SQL } from './plant-document-sql.js'
 
 const MAX_READ_BATCH_SIZE = 500
-
-/**
- * A plant's JSON document as SQLite builds it: its `json_object` has `plantJson`'s keys in the same
- * order, and its strings are escaped as `JSON.stringify` escapes them. Built by SQLite, a page is read
- * in about three quarters of the time a row of values and a document built here take (docs/benchmarks.md).
- */
-const PLANT_DOCUMENT = "CASE WHEN tag IS NULL THEN json_object('id', id, 'name', name) ELSE json_object('id', id, 'name', name, 'tag', tag) END"
-/** ...of a plant with a tag, as the plants of a tag's page are. */
-const TAGGED_PLANT_DOCUMENT = "json_object('id', id, 'name', name, 'tag', tag)"
 
 export interface SqlitePlantReads extends Pick<PlantStore, 'get' | 'list'> {
   /** Resolves once no batch of reads is under way. */
@@ -25,12 +18,12 @@ export interface SqlitePlantReads extends Pick<PlantStore, 'get' | 'list'> {
  */
 export function sqlitePlantReads (db: SqliteDatabase, onReadBatch: ((size: number) => void) | undefined): SqlitePlantReads {
   const selectPlants = documents(db.prepare<[string]>(
-    `SELECT ${PLANT_DOCUMENT} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
-  const listFirst = documents(db.prepare<[number]>(`SELECT ${PLANT_DOCUMENT} FROM plants ORDER BY id LIMIT ?`))
-  const listAfter = documents(db.prepare<[bigint, number]>(`SELECT ${PLANT_DOCUMENT} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
-  const listTagFirst = documents(db.prepare<[string, number]>(`SELECT ${TAGGED_PLANT_DOCUMENT} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
+    `SELECT ${PLANT_DOCUMENT_SQL} FROM plants WHERE id IN (SELECT value FROM json_each(?))`))
+  const listFirst = documents(db.prepare<[number]>(`SELECT ${PLANT_DOCUMENT_SQL} FROM plants ORDER BY id LIMIT ?`))
+  const listAfter = documents(db.prepare<[bigint, number]>(`SELECT ${PLANT_DOCUMENT_SQL} FROM plants WHERE id > ? ORDER BY id LIMIT ?`))
+  const listTagFirst = documents(db.prepare<[string, number]>(`SELECT ${TAGGED_PLANT_DOCUMENT_SQL} FROM plants WHERE tag = ? ORDER BY id LIMIT ?`))
   const listTagAfter = documents(db.prepare<[string, bigint, number]>(
-    `SELECT ${TAGGED_PLANT_DOCUMENT} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
+    `SELECT ${TAGGED_PLANT_DOCUMENT_SQL} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
 
   // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
   // driver for all of them costs about a third of a statement each (docs/benchmarks.md).

@@ -1,6 +1,7 @@
 import type { SqliteDatabase } from './driver.js'
 import { unpackCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
-import { plantJson, recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
+import { plantJson } from '../plant-document.js'
+import { recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation, type WriteOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
 

@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { plantJson, type PlantRecord } from '../../../src/store/plant-store.js'
+import { plantJson } from '../../../src/store/plant-document.js'
+import type { PlantRecord } from '../../../src/store/plant-store.js'
 import { openSqliteStore } from '../../../src/store/sqlite/store.js'
 import { temporaryFolder } from '../../helpers/app.js'
 
