@@ -111,7 +111,11 @@ export const openApiDocument = fp(async function openApiDocument (app: FastifyIn
         description: 'A plant store: create, read, list and delete plants. Every `/plants` and `/admin` operation ' +
           'needs `Authorization: Bearer <token>` with the scope the operation lists (`plants:read`, `plants:write` ' +
           'or `admin`); every error is an `Error` body whose `error` equals the HTTP status. Subscriptions made ' +
-          'under `/admin/webhooks` receive the events of `webhooks`.',
+          'under `/admin/webhooks` receive the events of `webhooks`.\n\n' +
+          'Ids are 64-bit integers, and the service sends every digit. Swagger UI, however, shows a response body ' +
+          'after reading it as JavaScript numbers, which are exact only up to 2^53: an id such as 9007199254740993 ' +
+          'is shown here as 9007199254740992. The answer itself is exact; read it with curl, or with a client that ' +
+          'keeps 64-bit integers (such as `@plantstore/client`).',
         license: { name: 'MIT', identifier: 'MIT' }
       },
       servers: [{ url: '/', description: 'The service that serves this document' }],

@@ -133,7 +133,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         200: {
           ...StoredPlantPage,
           description: 'A page of plants, possibly empty',
-          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </plants?limit=N&after=ID>; rel="next", with &tag=T when filtered' } }
+          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: `</plants?limit=N&after=ID>; rel="next"`, with `&tag=T` when filtered' } }
         },
         ...authenticatedOperationErrors
       }

@@ -7,6 +7,10 @@ import { buildTestApp } from '../helpers/app.js'
 
 const CHECKED_IN = new URL('../../openapi/openapi.json', import.meta.url)
 
+interface OperationObject {
+  readonly responses: Record<string, { readonly content?: Record<string, { readonly example?: { error?: unknown, message?: string } }> }>
+}
+
 describe('The OpenAPI document', () => {
   it('served at /openapi.json without a token is identical to openapi/openapi.json (run `npm run openapi` after a change)', async () => {
     const app = await buildTestApp()
@@ -194,6 +198,40 @@ describe('The OpenAPI document', () => {
     expect(text).not.toMatch(/pst_[A-Za-z0-9_-]{43}/)
     expect(text).not.toMatch(/[0-9a-fA-F]{64}/)
     expect(JSON.parse(text).components.schemas.CreatedAccessToken.properties.token.examples).toBeUndefined()
+  })
+
+  it('shows, for every error status of every operation, an example whose error is that status', async () => {
+    const app = await buildTestApp()
+    const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, OperationObject>> }
+
+    const examples = Object.entries(paths).flatMap(([path, operations]) => Object.entries(operations).flatMap(([method, operation]) =>
+      Object.entries(operation.responses).filter(([status]) => Number(status) >= 400).map(([status, response]) =>
+        ({ where: `${method.toUpperCase()} ${path} ${status}`, status: Number(status), example: response.content?.['application/json']?.example }))))
+
+    expect(examples.length).toBeGreaterThan(100)
+    for (const { where, status, example } of examples) {
+      expect({ where, error: example?.error }).toEqual({ where, error: status })
+      expect(example?.message, where).toMatch(/^\S.*\S$/)
+    }
+  })
+
+  it('writes no description that Swagger UI would read as an HTML tag and drop (code spans aside)', async () => {
+    const app = await buildTestApp()
+    const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+    const tagLike: string[] = []
+    const visit = (value: unknown): void => {
+      if (Array.isArray(value)) value.forEach(visit)
+      else if (typeof value === 'object' && value !== null) {
+        for (const [key, member] of Object.entries(value)) {
+          if (key === 'description' && typeof member === 'string' && /<[^>]*>/.test(member.replace(/`[^`]*`/g, ''))) tagLike.push(member)
+          else visit(member)
+        }
+      }
+    }
+
+    visit(document)
+
+    expect(tagLike).toEqual([])
   })
 
   it('passes `redocly lint` with the recommended rules', () => {

@@ -170,7 +170,7 @@ export async function webhookRoutes (app: FastifyInstance, options: WebhookRoute
         200: {
           ...DeliveryAttemptPage,
           description: 'A page of attempts, possibly empty',
-          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: </admin/webhooks/{id}/deliveries?limit=N&after=ID>; rel="next"' } }
+          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: `</admin/webhooks/{id}/deliveries?limit=N&after=ID>; rel="next"`' } }
         },
         ...authenticatedOperationErrors,
         ...pathParameterErrors,
