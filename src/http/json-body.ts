@@ -62,6 +62,7 @@ function parseJsonBody (request: FastifyRequest, body: Buffer, mediaType: BodyMe
   // Decoding replaces each invalid sequence with U+FFFD, so only a text holding one needs the check
   // (and an ASCII text, stored one byte per character, answers `includes` without looking).
   if (text.includes('\uFFFD') && !isUtf8(body)) throw invalidRequest('request body is not valid UTF-8')
+  if (text.trim() === '') throw invalidRequest(`request body is empty; send a JSON object as ${mediaType}`)
   try {
     return parseExactJson(text)
   } catch (error) {

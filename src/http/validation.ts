@@ -35,6 +35,8 @@ const compileValidator: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) 
       ? undefined
       : (value as ParsedQuery)[MALFORMED_PARAMETERS]?.find((name) => queryParameters.has(name))
     if (malformed !== undefined) return { error: invalidRequest(`query parameter ${malformed} is not valid percent-encoded UTF-8`) }
+    const repeated = queryParameters === undefined ? undefined : [...queryParameters].find((name) => Array.isArray((value as ParsedQuery)[name]))
+    if (repeated !== undefined) return { error: invalidRequest(`query parameter ${repeated} is given more than once; give it once`) }
     if (check.Check(value)) return { value }
     const first = check.Errors(value).First()
     return { error: invalidRequest(first === undefined ? `${part} is invalid` : describeViolation(first, part, part === 'request body')) }

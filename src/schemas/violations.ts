@@ -38,7 +38,11 @@ export function describeViolation (error: ValueError, part: string, bareFields: 
       return `${subject} must be an integer from -9223372036854775808 to 9223372036854775807`
     case 'IntegerText': {
       const rule = error.schema as unknown as IntegerTextRule
-      return `${subject} must be a canonical decimal integer from ${rule.minimum ?? INT64_MIN} to ${rule.maximum ?? INT64_MAX}`
+      const range = `a canonical decimal integer from ${rule.minimum ?? INT64_MIN} to ${rule.maximum ?? INT64_MAX}`
+      if (error.value !== '') return `${subject} must be ${range}`
+      return part === 'path parameter'
+        ? `${subject} is missing: the path ends where ${field} belongs (${range})`
+        : `${subject} is empty; give ${range}, or leave it out`
     }
     case 'Integer': {
       const { minimum, maximum } = error.schema as { minimum?: number, maximum?: number }

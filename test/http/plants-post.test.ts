@@ -151,7 +151,8 @@ describe.each(backends)('POST /plants on $name', (backend) => {
       ['a JSON array', '[{"id":1,"name":"a"}]', 'request body must be a JSON object'],
       ['JSON null', 'null', 'request body must be a JSON object'],
       ['a JSON string', '"plant"', 'request body must be a JSON object'],
-      ['an empty body', '', /^request body is not valid JSON/],
+      ['an empty body', '', 'request body is empty; send a JSON object as application/json'],
+      ['a body of white space only', ' \r\n', 'request body is empty; send a JSON object as application/json'],
       ['trailing text', '{"id":1,"name":"a"} x', /^request body is not valid JSON/],
       ['a big id in truncated JSON', '{"id":9007199254740993,"name":"a"', /^request body is not valid JSON/]
     ])('then %s is a 400', async (_case, body, message) => {

@@ -95,6 +95,13 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
 
       expectError(await get(app, `/plants/${id}`), 400, ID_PARAMETER_RULE)
     })
+
+    it.each(['GET', 'DELETE'] as const)('refuses %s /plants/, a path without its id, with a 400 saying the id is missing', async (method) => {
+      const app = await build()
+
+      expectError(await app.inject({ method, url: '/plants/', headers: bearer() }), 400,
+        `path parameter id is missing: the path ends where id belongs (a canonical decimal integer from ${MIN} to ${MAX})`)
+    })
   })
 
   describe('DELETE /plants/{id}', () => {
@@ -231,11 +238,11 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
       ['limit=1.5', 'query parameter limit must be a canonical decimal integer from 1 to 1000'],
       ['limit=+5', 'query parameter limit must be a canonical decimal integer from 1 to 1000'],
       ['limit=05', 'query parameter limit must be a canonical decimal integer from 1 to 1000'],
-      ['limit=', 'query parameter limit must be a canonical decimal integer from 1 to 1000'],
-      ['limit=1&limit=2', 'query parameter limit must be a canonical decimal integer from 1 to 1000'],
+      ['limit=', 'query parameter limit is empty; give a canonical decimal integer from 1 to 1000, or leave it out'],
+      ['limit=1&limit=2', 'query parameter limit is given more than once; give it once'],
       ['after=abc', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
       ['after=1e2', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
-      ['after=', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
+      ['after=', `query parameter after is empty; give a canonical decimal integer from ${MIN} to ${MAX}, or leave it out`],
       ['after=9223372036854775808', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
       ['after=-9223372036854775809', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
       ['after=+5', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
