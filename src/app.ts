@@ -125,11 +125,15 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   app.server.headersTimeout = timeouts.headersMs
   // "Server listening at …" is what launchers and tests wait for: it must not sit in the buffer.
   if (standardOutput !== undefined) app.addHook('onListen', (done) => { standardOutput.flush(); done() })
+  // Closing ends once the buffered lines are written, so a line the process writes after it comes last.
   app.addHook('onClose', (_app, done) => {
     requestLog.writePending()
-    standardOutput?.stopFlushing()
-    standardOutput?.flush()
-    done()
+    if (standardOutput === undefined) {
+      done()
+      return
+    }
+    standardOutput.stopFlushing()
+    standardOutput.flush(done)
   })
 
   app.decorateRequest('accessToken', null)

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
+import pino, { type Logger } from 'pino'
 import { buildApp } from './app.js'
 import { JwtAccessTokens } from './auth/jwt/jwt-access-tokens.js'
 import { AccessTokenRegistry, TokenNameClashError } from './auth/token-registry.js'
@@ -17,16 +18,21 @@ const SHUTDOWN_DEADLINE_MS = 8_000
  * the command line takes effect here within this (PostgreSQL also pushes changes with `NOTIFY`).
  */
 const TOKEN_POLL_MS = 1_000
+/** While the database cannot be reached at start, it is tried again this often, and the wait is logged this often. */
+const DATABASE_RETRY_MS = 1_000
+const DATABASE_WAIT_LOG_MS = 30_000
 
 async function main (): Promise<void> {
   loadDotEnvFile()
   const config = loadConfig()
+  // Lines written before the app has its logger, and the last one after it closed; synchronous, so none is lost at exit.
+  const processLog = pino({ level: config.logLevel }, config.prettyLogs ? pino.transport({ target: 'pino-pretty' }) : pino.destination({ dest: 1, sync: true }))
   // Only now is the OpenTelemetry SDK loaded; with tracing off it never is.
   const tracing = config.tracing ? await startTracing(config.otlpProtocol) : undefined
   const store = await openStore(config.databaseUrl, config.database)
   await checkWebhookSecrets(store, new SecretBox(config.webhooks.secretsKey, config.webhooks.previousSecretsKeys))
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
-  const { initialAdminToken } = await loadAccessTokens(accessTokens)
+  const { initialAdminToken } = await loadAccessTokens(accessTokens, processLog)
   accessTokens.replaceEnvironment(config.tokens)
   const app = await buildApp({ ...config, metrics: config.metricsPort !== 0 }, {
     store,
@@ -46,7 +52,7 @@ async function main (): Promise<void> {
     () => { app.log.info('the access tokens are read again') })
   reloadTokenFileOnHangup(app, accessTokens)
   let metricsListener: MetricsListener | undefined
-  stopGracefullyOnSignals(app, () => metricsListener)
+  stopGracefullyOnSignals(app, () => metricsListener, processLog)
   let address
   try {
     // Before the public port, so a start that fails here never took a request.
@@ -61,6 +67,34 @@ async function main (): Promise<void> {
     throw error
   }
   if (initialAdminToken !== undefined) announceInitialAdminToken(initialAdminToken, address)
+  await announceReadiness(app, store, address)
+}
+
+/**
+ * Says once that the service is ready (listening, and the store takes writes), or, while the store
+ * cannot take writes yet, that it is not, and then once that it is.
+ */
+async function announceReadiness (app: FastifyInstance, store: PlantStore, address: string): Promise<void> {
+  const ready = () => { app.log.info({ address, store: store.backend }, `ready: serving ${address}`) }
+  try {
+    await store.checkWritable()
+    ready()
+    return
+  } catch (error) {
+    app.log.warn({ address, store: store.backend }, `listening at ${address}, but not ready: ${(error as Error).message}; ` +
+      '/readyz answers 503 until the store takes writes')
+  }
+  const check = setInterval(() => {
+    if (!app.server.listening) {
+      clearInterval(check)
+      return
+    }
+    store.checkWritable().then(() => {
+      clearInterval(check)
+      ready()
+    }, () => {})
+  }, DATABASE_RETRY_MS)
+  check.unref()
 }
 
 /**
@@ -92,27 +126,37 @@ async function checkWebhookSecrets (store: PlantStore, box: SecretBox): Promise<
  * the service can work without the database's tokens, so a database that is down does not hold the
  * start: the poll reads the stored tokens once it answers. Without entries it waits for the database.
  */
-async function loadAccessTokens (accessTokens: AccessTokenRegistry): Promise<{ readonly initialAdminToken?: string }> {
-  if (!accessTokens.hasEnvironmentTokens) return untilStoreAnswers(() => accessTokens.load())
+async function loadAccessTokens (accessTokens: AccessTokenRegistry, log: Logger): Promise<{ readonly initialAdminToken?: string }> {
+  if (!accessTokens.hasEnvironmentTokens) return untilStoreAnswers(() => accessTokens.load(), log)
   try {
     return await accessTokens.load()
   } catch (error) {
     if (!(error instanceof StoreUnavailableError)) throw error
-    process.stderr.write(`plantstore: the database is unavailable (${error.message}); starting with the PLANTSTORE_TOKENS ` +
-      'entries, and the stored tokens once it answers\n')
+    log.warn(`the database is unavailable (${error.message}); starting with the PLANTSTORE_TOKENS entries, and the stored tokens once it answers`)
     return {}
   }
 }
 
-/** Retries `operation` while the store is unavailable (a database still starting), saying so once a second. */
-async function untilStoreAnswers<T> (operation: () => Promise<T>): Promise<T> {
+/**
+ * Retries `operation` every second while the store is unavailable (a database still starting). The wait
+ * is logged when it begins and then every 30 s, and its end once.
+ */
+async function untilStoreAnswers<T> (operation: () => Promise<T>, log: Logger): Promise<T> {
+  const started = performance.now()
+  let loggedAt: number | undefined
   for (;;) {
     try {
-      return await operation()
+      const result = await operation()
+      if (loggedAt !== undefined) log.info({ waitedSeconds: Math.round((performance.now() - started) / 1000) }, 'the database answers')
+      return result
     } catch (error) {
       if (!(error instanceof StoreUnavailableError)) throw error
-      process.stderr.write(`plantstore: waiting for the database (${error.message})\n`)
-      await sleep(1000)
+      const now = performance.now()
+      if (loggedAt === undefined || now - loggedAt >= DATABASE_WAIT_LOG_MS) {
+        log.warn({ waitedSeconds: Math.round((now - started) / 1000) }, `waiting for the database (${error.message}); trying again every second`)
+        loggedAt = now
+      }
+      await sleep(DATABASE_RETRY_MS)
     }
   }
 }
@@ -135,18 +179,22 @@ function reloadTokenFileOnHangup (app: FastifyInstance, accessTokens: AccessToke
   process.on('SIGHUP', reload)
 }
 
-/** Scrapes keep working while requests drain; the metrics listener closes last. */
-function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: () => MetricsListener | undefined): void {
+/** Scrapes keep working while requests drain; the metrics listener closes last. The last line says the process stopped. */
+function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: () => MetricsListener | undefined, processLog: Logger): void {
   const stop = (signal: NodeJS.Signals) => {
+    const started = performance.now()
     app.log.info({ signal }, 'stopping: finishing in-flight requests')
     setTimeout(() => {
-      app.log.error('graceful stop took too long; exiting')
+      processLog.error({ signal }, `graceful stop took longer than ${SHUTDOWN_DEADLINE_MS / 1000} s; exiting`)
       process.exit(1)
     }, SHUTDOWN_DEADLINE_MS).unref()
     app.close().then(
-      () => { process.exitCode = 0 },
+      () => {
+        process.exitCode = 0
+        processLog.info({ signal, seconds: Number(((performance.now() - started) / 1000).toFixed(3)) }, 'stopped')
+      },
       (error: unknown) => {
-        app.log.error({ err: error }, 'error while stopping')
+        processLog.error({ err: error }, 'error while stopping')
         process.exitCode = 1
       })
       .finally(() => metricsListener()?.close())

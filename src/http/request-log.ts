@@ -133,8 +133,8 @@ const LOG_FLUSH_INTERVAL_MS = 1000
 
 export interface BufferedLogOutput {
   readonly stream: ReturnType<typeof pino.destination>
-  /** Writes out what is buffered now, without waiting for a full chunk. */
-  readonly flush: () => void
+  /** Writes out what is buffered now, without waiting for a full chunk; `written` is called once it is. */
+  readonly flush: (written?: () => void) => void
   readonly stopFlushing: () => void
 }
 
@@ -147,7 +147,7 @@ export interface BufferedLogOutput {
  */
 export function bufferedStandardOutput (): BufferedLogOutput {
   const stream = pino.destination({ dest: 1, sync: false, minLength: LOG_CHUNK_BYTES })
-  const flush = () => { stream.flush() }
+  const flush = (written?: () => void) => { stream.flush(written === undefined ? undefined : () => { written() }) }
   const timer = setInterval(flush, LOG_FLUSH_INTERVAL_MS).unref()
   return { stream, flush, stopFlushing: () => { clearInterval(timer) } }
 }
