@@ -17,7 +17,7 @@ declare module 'vitest' {
  * If neither can be had the run fails here, saying why; no PostgreSQL test is skipped.
  */
 export default async function setup (project: TestProject): Promise<() => Promise<void>> {
-  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' })
+  execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-b', 'tsconfig.build.json'], { stdio: 'inherit' })
 
   const external = process.env.PLANTSTORE_TEST_DATABASE_URL
   if (external !== undefined && external !== '') {
