@@ -9,6 +9,7 @@ import Database from '../../src/store/sqlite/driver.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { TEST_POSTGRES_OPTIONS, temporaryFolder } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
+import { sqlOf } from '../helpers/migrations.js'
 
 /** Only a statement of a tag page compares the tag with a parameter. */
 const TAG_PAGE = /\btag = (\?|\$1)/
@@ -83,7 +84,7 @@ describe('The pages of one tag on SQLite', () => {
   it('are served from a version-2 database once it is upgraded, with its plants', async () => {
     const file = join(temporaryFolder(), 'version-2.db')
     const version2 = new Database(file)
-    for (const migration of sqliteMigrations.slice(0, 2)) version2.exec(migration.sql)
+    for (const migration of sqliteMigrations.slice(0, 2)) version2.exec(sqlOf(migration))
     version2.pragma('user_version = 2')
     version2.exec("INSERT INTO plants (id, name, tag) VALUES (3, 'Fern', 'green'), (1, 'Ivy', 'green'), (2, 'Rose', 'red'), (4, 'Moss', NULL)")
     version2.close()
@@ -156,7 +157,7 @@ describe('The pages of one tag on PostgreSQL', () => {
     onTestFinished(() => version2.end())
     await version2.query('CREATE TABLE plantstore_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())')
     for (const migration of postgresMigrations.slice(0, 2)) {
-      await version2.query(migration.sql)
+      await version2.query(sqlOf(migration))
       await version2.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
     }
     await version2.query("INSERT INTO plants (id, name, tag) VALUES (3, 'Fern', 'green'), (1, 'Ivy', 'green'), (2, 'Rose', 'red'), (4, 'Moss', NULL)")

@@ -14,8 +14,12 @@ import { StoreUnavailableError, type PlantStore } from '../plant-store.js'
  * not fit: readiness reports the store out of space before writes start failing with SQLITE_FULL.
  */
 export const MINIMUM_FREE_BYTES = 1024 * 1024
+/** DATABASE_STATEMENT_TIMEOUT_MS's default. */
+const DEFAULT_STATEMENT_TIMEOUT_MS = 5000
 
 export interface SqliteOptions extends SqliteConnectionOptions {
+  /** How long a search or a count may read before it ends with a StoreUnavailableError (DATABASE_STATEMENT_TIMEOUT_MS). */
+  readonly statementTimeoutMs?: number
   /** Called after each committed write batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: (size: number) => void
   /** Called after each batch of single-plant reads with its size: for tests and metrics. */
@@ -35,7 +39,10 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
   const writer = new SqliteWriter({ file, busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS })
   const writes = sqliteGroupCommit(writer, options.onBatchCommitted)
-  const { whenIdle: whenReadsIdle, ...reads } = sqlitePlantReads(db, options.onReadBatch)
+  const { close: closeReads, ...reads } = sqlitePlantReads(db, file, {
+    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    onReadBatch: options.onReadBatch
+  })
   const ping = async (): Promise<void> => {
     try {
       probe.get()
@@ -66,7 +73,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       if (free < MINIMUM_FREE_BYTES) throw new StoreUnavailableError(`SQLite takes no writes: ${free} bytes free next to ${file}`)
     },
     async close () {
-      await whenReadsIdle()
+      await closeReads()
       await writes.whenIdle()
       await writer.close()
       if (db.open) db.close()
