@@ -1,9 +1,9 @@
 import type { Config } from '../config.js'
 import { counted } from '../counted.js'
+import { openStoreTransfer } from '../store/open-store.js'
 import type { CopyTally, TableTally } from '../store/store-copy.js'
 import { STORE_TABLES } from '../store/store-rows.js'
 import { copyStore, type CopyProgress } from '../transfer/copy.js'
-import { locateStore } from '../transfer/store-location.js'
 import type { DataInvocation } from './data-command-line.js'
 import { unlessInterrupted } from './interruptions.js'
 import { ProgressLine } from './progress-line.js'
@@ -19,8 +19,10 @@ const MIN_QUERY_TIMEOUT_MS = 60_000
  * failed, or when rows were kept as the target has them. Interrupted, it says how to finish the copy.
  */
 export async function runCopy (invocation: Extract<DataInvocation, { command: 'copy' }>, config: Config): Promise<number> {
-  const from = locateStore(invocation.from)
-  const to = locateStore(invocation.to)
+  const fromStore = await openStoreTransfer(invocation.from)
+  const toStore = await openStoreTransfer(invocation.to)
+  const from = fromStore.location
+  const to = toStore.location
   const secrets = [...from.secrets, ...to.secrets]
   const progress = new ProgressLine('copied')
   let conflicts = 0
@@ -29,10 +31,10 @@ export async function runCopy (invocation: Extract<DataInvocation, { command: 'c
     // The batch under way when a signal comes is rolled back by the database (its transaction never
     // commits); every batch before it is committed with the marker, so the same command goes on.
     const result = await unlessInterrupted(() => { progress.finish() }, () => copyStore({
-      from,
-      to,
+      from: fromStore,
+      to: toStore,
       merge: invocation.merge,
-      postgres: { connectTimeoutMs: config.database.connectTimeoutMs, queryTimeoutMs: Math.max(config.database.statementTimeoutMs, MIN_QUERY_TIMEOUT_MS) },
+      connection: { connectTimeoutMs: config.database.connectTimeoutMs, queryTimeoutMs: Math.max(config.database.statementTimeoutMs, MIN_QUERY_TIMEOUT_MS) },
       countPlants: process.stderr.isTTY,
       onProgress: (state) => { showProgress(progress, state) },
       onConflict: (message) => {

@@ -1,0 +1,22 @@
+import { counted } from '../counted.js'
+import type { StoreContents, StoreFile } from '../store/store-transfer.js'
+import type { AtomicFile } from '../transfer/atomic-file.js'
+
+/** What `plantstore backup` and `restore` share: a half-made store file's removal, the words of their line. */
+
+/** Removes a store file being written under its temporary name, with the files the database keeps next to it. */
+export function abandonStoreFile (file: AtomicFile, store: StoreFile): void {
+  file.abandon()
+  store.removeSidecars(file.temporaryPath)
+}
+
+/** `2 plants, 1 access token, 0 webhook subscriptions and 0 pending webhook events`. */
+export function describeContents (contents: StoreContents): string {
+  return `${counted(contents.plants, 'plant')}, ${counted(contents.accessTokens, 'access token')}, ` +
+    `${counted(contents.webhookSubscriptions, 'webhook subscription')} and ${counted(contents.pendingWebhookEvents, 'pending webhook event')}`
+}
+
+/** `102572032` → `102.6 MB`: a size for a message. */
+export function megabytes (bytes: number): string {
+  return `${(bytes / 1e6).toFixed(1)} MB`
+}
