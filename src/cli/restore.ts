@@ -2,10 +2,27 @@ import { existsSync, mkdirSync, realpathSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Config } from '../config.js'
 import { AtomicFile } from '../transfer/atomic-file.js'
-import { abandonStoreFile, describeContents, megabytes } from './backup-files.js'
+import { abandonStoreFile, describeContents, megabytes, parseFileCommand, type FileInvocation } from './backup-files.js'
+import { defineCommand } from './command.js'
 import { commandStoreFile } from './command-store.js'
-import type { DataInvocation } from './data-command-line.js'
 import { unlessInterrupted } from './interruptions.js'
+import { DATA_EXIT_CODES, ENVIRONMENT } from './usage.js'
+
+export const RESTORE_USAGE = `Usage: plantstore restore FILE [--force]
+
+Makes the SQLite store of DATABASE_URL the store the backup FILE holds. FILE is checked first: a whole
+SQLite file that passes PRAGMA quick_check, a plantstore store, of a schema version this release knows;
+an older one is brought up to date. No process may have the store open: one that a running service
+uses is refused (stop the service first). The restored store is prepared next to the store and takes
+its name in one rename, after the old store's -wal and -shm files are removed: a failure leaves the
+store as it was. A service started afterwards serves exactly the backed-up state.
+
+Options:
+  --force        replace a store that exists (without it an existing store is refused and left untouched)
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${DATA_EXIT_CODES}`
 
 /**
  * `plantstore restore FILE [--force]`: makes the store of DATABASE_URL, which no process may have open,
@@ -13,7 +30,16 @@ import { unlessInterrupted } from './interruptions.js'
  * migrated in a copy next to the store, which then takes the store's name in one rename: a failure
  * leaves the store as it was.
  */
-export async function runRestore (invocation: Extract<DataInvocation, { command: 'restore' }>, config: Config): Promise<number> {
+export const restore = defineCommand<FileInvocation<'restore'>>({
+  name: 'restore',
+  synopsis: 'restore FILE',
+  summary: 'replace the SQLite store (no service running) with a backup',
+  usage: RESTORE_USAGE,
+  parse: (args) => parseFileCommand('restore', args, 'the backup file to restore'),
+  run: restoreBackup
+})
+
+async function restoreBackup (invocation: FileInvocation<'restore'>, config: Config): Promise<number> {
   const store = await commandStoreFile(config, 'restore', 'restore writes a SQLite store; set DATABASE_URL to sqlite:PATH')
   const problem = store.backupProblem(invocation.file)
   if (problem !== undefined) throw new Error(problem)

@@ -1,12 +1,42 @@
 import type { Config } from '../config.js'
 import { counted } from '../counted.js'
-import { openStoreTransfer } from '../store/open-store.js'
+import { isPostgresUrl, openStoreTransfer } from '../store/open-store.js'
 import type { CopyTally, TableTally } from '../store/store-copy.js'
 import { STORE_TABLES } from '../store/store-rows.js'
 import { copyStore, type CopyProgress } from '../transfer/copy.js'
-import type { DataInvocation } from './data-command-line.js'
+import { defineCommand } from './command.js'
 import { unlessInterrupted } from './interruptions.js'
 import { ProgressLine } from './progress-line.js'
+import { DATA_EXIT_CODES } from './usage.js'
+
+export const COPY_USAGE = `Usage: plantstore copy --from URL --to URL [--merge]
+
+Copies a whole store into another, SQLite or PostgreSQL either way: plants (their exact ids), access
+tokens (live, expired and revoked; their digests, never the tokens), webhook subscriptions (their
+signing secrets as stored, still sealed under WEBHOOK_SECRETS_KEY: start the target's service with the
+same key), pending webhook events (unleased, so the target delivers them at once) and delivery attempts.
+
+The source is read in one snapshot and never changed. Stop its service first, or stop writing to it:
+a write made while the copy runs is not in the copy. No service may use a SQLite target meanwhile.
+
+A target that holds data (a plant, a token or a webhook subscription; the "initial-admin" token that a
+service's first start made counts) is refused and left as it is, unless --merge is given. The copy is
+committed in batches, each with a record of where it stands: interrupted (Ctrl-C, kill -9, the target
+database stopping), the same command run again finishes it. On success, one line on stdout says what
+was copied and how fast; on a terminal, stderr shows the progress. A URL's password may be left out
+and given in PGPASSWORD; no message shows it.
+
+Options:
+  --from URL     the store to copy: sqlite:PATH (an existing file) or postgres://...
+  --to URL       the store to copy into: sqlite:PATH (made if need be) or postgres://...
+  --merge        copy into a target that holds data: rows it lacks are added, rows it holds as they are
+                 are skipped, and rows it holds otherwise are kept as it has them and listed on stderr
+                 (exit 1), as is a live token whose name a live token of the target has
+  -h, --help     show this help
+
+${DATA_EXIT_CODES}`
+
+interface CopyInvocation { readonly command: 'copy', readonly from: string, readonly to: string, readonly merge: boolean }
 
 /** Conflicts listed one line each on stderr; the rest are counted. */
 const LISTED_CONFLICTS = 20
@@ -18,7 +48,31 @@ const MIN_QUERY_TIMEOUT_MS = 60_000
  * One summary line on stdout; conflicts, errors and (on a terminal) progress on stderr. Exit 1 when it
  * failed, or when rows were kept as the target has them. Interrupted, it says how to finish the copy.
  */
-export async function runCopy (invocation: Extract<DataInvocation, { command: 'copy' }>, config: Config): Promise<number> {
+export const copy = defineCommand<CopyInvocation>({
+  name: 'copy',
+  summary: 'copy a whole store between SQLite and PostgreSQL',
+  usage: COPY_USAGE,
+  parse ({ options }) {
+    const parsed = options({ from: { type: 'string' }, to: { type: 'string' }, merge: { type: 'boolean' } }, false)
+    if (parsed.command === 'help') return parsed
+    const { fail, text } = parsed
+    const from = text('from')
+    const to = text('to')
+    if (from === undefined) throw fail('copy needs --from URL, the store to copy')
+    if (to === undefined) throw fail('copy needs --to URL, the store to copy into')
+    for (const [option, url] of [['--from', from], ['--to', to]] as const) {
+      if (url === 'memory:') throw fail(`${option} is "memory:": a memory store lives only inside its service; copy a sqlite: or postgres:// store`)
+      if (!url.startsWith('sqlite:') && !isPostgresUrl(url)) {
+        throw fail(`${option} must be a sqlite: or postgres:// URL, got one starting ${JSON.stringify(url.split(':')[0])}`)
+      }
+    }
+    if (from === to) throw fail('--from and --to name the same store')
+    return { command: 'copy', from, to, merge: parsed.values.merge === true }
+  },
+  run: copyBetweenStores
+})
+
+async function copyBetweenStores (invocation: CopyInvocation, config: Config): Promise<number> {
   const fromStore = await openStoreTransfer(invocation.from)
   const toStore = await openStoreTransfer(invocation.to)
   const from = fromStore.location
