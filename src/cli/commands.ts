@@ -17,7 +17,8 @@ export const COMMANDS: readonly Command[] = [
 export const MAIN_USAGE = `Usage: plantstore <command> [options]
 
 Works on a plantstore database directly, for operators who can reach the database: its access tokens
-(a running service picks up a change within 2 seconds, without a restart), its backups, and its data.
+(a change is read by the running services before the command returns, without a restart), its backups,
+and its data.
 
 Commands:
 ${COMMANDS.map((command) => `  ${command.synopsis.padEnd(15)} ${command.summary}`).join('\n')}

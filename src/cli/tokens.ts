@@ -1,6 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { isScope } from '../auth/scope-sets.js'
 import { tokenRecordDocument, tokenViewDocument } from '../auth/token-documents.js'
-import { AccessTokenRegistry, type TokenView } from '../auth/token-registry.js'
+import { AccessTokenRegistry, TOKEN_POLL_MS, type TokenView } from '../auth/token-registry.js'
 import { TOKEN_NAME, TOKEN_NAME_RULE } from '../auth/tokens.js'
 import type { Config } from '../config.js'
 import { isLive, type AccessTokenRecord } from '../store/access-token-store.js'
@@ -32,7 +33,8 @@ ${EXIT_CODES}`
 export const CREATE_USAGE = `Usage: plantstore tokens create --name NAME --scopes SCOPE[,SCOPE...] [--expires-in DURATION] [--json]
 
 Makes an access token and prints it on its own line: the only time it is ever shown (the store keeps only
-its SHA-256 digest). Every service instance on the database accepts it within 2 seconds.
+its SHA-256 digest). Running service instances on the database read its tokens every second: the token
+is printed once they have, so every one of them accepts it when the command returns.
 
 Options:
   --name NAME             1 to 64 characters of A-Z a-z 0-9 . _ -, not the name of another live token
@@ -63,10 +65,11 @@ ${EXIT_CODES}`
 
 export const REVOKE_USAGE = `Usage: plantstore tokens revoke ID|NAME [--json]
 
-Revokes the token with this id, or else the live token with this name. Every service instance on the
-database refuses it (401) within 2 seconds. Revoking a revoked token changes nothing. Tokens of
-PLANTSTORE_TOKENS cannot be revoked here: remove them from the token file and send SIGHUP to the service,
-or from PLANTSTORE_TOKENS and restart it.
+Revokes the token with this id, or else the live token with this name. Running service instances on the
+database read its tokens every second: the command returns once they have, so every one of them refuses
+the token (401) by then. Revoking a revoked token changes nothing. Tokens of PLANTSTORE_TOKENS cannot be
+revoked here: remove them from the token file and send SIGHUP to the service, or from PLANTSTORE_TOKENS
+and restart it.
 
 Options:
   --json         print the revoked token as one JSON document:
@@ -77,6 +80,12 @@ ${ENVIRONMENT}
 ${EXIT_CODES}`
 
 export const TOKENS: CommandGroup = { name: 'tokens', usage: TOKENS_USAGE }
+
+/**
+ * How long a command that changed a token waits after the change, so that every running service has
+ * read it: one poll of the token revision, and the few milliseconds its read of the tokens takes.
+ */
+const TAKES_EFFECT_MS = TOKEN_POLL_MS + 250
 
 const MEMORY_REFUSAL = 'the tokens of a memory store live only inside the running service; ' +
   'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}'
@@ -131,7 +140,7 @@ export const tokensCreate = defineCommand<CreateInvocation>({
     }
   },
   async run ({ name, scopes, expiresInMs, json }, config) {
-    const text = await withRegistry(config, async (registry) => {
+    const output = await withRegistry(config, async (registry) => {
       const expiresAt = expiresInMs === undefined ? undefined : new Date(Date.now() + expiresInMs)
       const result = await registry.create(expiresAt === undefined ? { name, scopes } : { name, scopes, expiresAt })
       if (result.status === 'name-taken') {
@@ -141,7 +150,9 @@ export const tokensCreate = defineCommand<CreateInvocation>({
         ? jsonDocument({ ...tokenRecordDocument(result.token), token: result.secret })
         : createdText(result.token, result.secret)
     })
-    process.stdout.write(text)
+    // A token that expires before the services would have read it is handed over at once: waiting would only expire it.
+    if (expiresInMs === undefined || expiresInMs > TAKES_EFFECT_MS) await changeTakesEffect(output.changedAt)
+    process.stdout.write(output.text)
     return 0
   }
 })
@@ -157,7 +168,7 @@ export const tokensList = defineCommand<{ readonly command: 'tokens list', reado
     return { command: 'tokens list', json: parsed.values.json === true }
   },
   async run ({ json }, config) {
-    const text = await withRegistry(config, async (registry) => {
+    const { text } = await withRegistry(config, async (registry) => {
       const tokens = await registry.list()
       return json ? jsonDocument(tokens.map(tokenViewDocument)) : tokenTable(tokens, new Date())
     })
@@ -181,7 +192,8 @@ export const tokensRevoke = defineCommand<{ readonly command: 'tokens revoke', r
     return { command: 'tokens revoke', idOrName, json: parsed.values.json === true }
   },
   async run ({ idOrName, json }, config) {
-    const text = await withRegistry(config, async (registry) => {
+    let acceptedBefore = false
+    const output = await withRegistry(config, async (registry) => {
       const found = await registry.find(idOrName)
       if (found === undefined) throw new CommandFailure(`no access token has the id or the live name ${JSON.stringify(idOrName)}`)
       const result = await registry.revoke(found.id)
@@ -190,6 +202,8 @@ export const tokensRevoke = defineCommand<{ readonly command: 'tokens revoke', r
         throw new CommandFailure(`the access token "${found.name}" comes from the environment and cannot be revoked here: ` +
           'remove it from the token file and send SIGHUP to the service, or from PLANTSTORE_TOKENS and restart the service')
       }
+      // The services refuse an expired token already: only a live one's revocation is waited on.
+      acceptedBefore = isLive(found, new Date())
       const revoked: TokenView = { ...result.token, source: 'store' }
       if (json) return jsonDocument(tokenViewDocument(revoked))
       const when = timeText(revoked.revokedAt)
@@ -197,18 +211,28 @@ export const tokensRevoke = defineCommand<{ readonly command: 'tokens revoke', r
         ? `revoked the access token "${revoked.name}" (id ${revoked.id}) at ${when}\n`
         : `the access token "${revoked.name}" (id ${revoked.id}) was already revoked at ${when}\n`
     })
-    process.stdout.write(text)
+    if (acceptedBefore) await changeTakesEffect(output.changedAt)
+    process.stdout.write(output.text)
     return 0
   }
 })
 
-/** Opens the store, reads its tokens into the registry the service uses, and runs `work` with it. */
-async function withRegistry (config: Config, work: (registry: AccessTokenRegistry) => Promise<string>): Promise<string> {
+/**
+ * Opens the store, reads its tokens into the registry the service uses, and runs `work` with it. Resolves
+ * with what `work` made and when it ended, by `performance.now()`: after any change it made was committed.
+ */
+async function withRegistry (config: Config, work: (registry: AccessTokenRegistry) => Promise<string>): Promise<{ readonly text: string, readonly changedAt: number }> {
   return withCommandStore(config, MEMORY_REFUSAL, async (store) => {
     const registry = new AccessTokenRegistry(store.tokens, config.tokens)
     await registry.refresh()
-    return work(registry)
+    const text = await work(registry)
+    return { text, changedAt: performance.now() }
   })
+}
+
+/** Waits until the running services have read a change committed by `changedAt` (`performance.now()`). */
+async function changeTakesEffect (changedAt: number): Promise<void> {
+  await sleep(Math.max(0, changedAt + TAKES_EFFECT_MS - performance.now()))
 }
 
 /** `plants:read,admin` → the scopes in canonical order; each known, none repeated, at least one. */
