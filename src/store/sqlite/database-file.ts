@@ -1,5 +1,4 @@
 import { closeSync, openSync, readSync, rmSync, statSync } from 'node:fs'
-import type { AtomicFile } from './atomic-file.js'
 
 /** The 16 bytes every SQLite database file starts with (https://sqlite.org/fileformat.html). */
 const MAGIC = Buffer.from('SQLite format 3\0', 'latin1')
@@ -49,29 +48,13 @@ function readStart (path: string, length: number): Buffer {
   }
 }
 
-/** The files SQLite keeps next to a database: its write-ahead log, its shared memory, its rollback journal. */
-export function sidecarsOf (path: string): readonly string[] {
-  return [`${path}-wal`, `${path}-shm`, `${path}-journal`]
-}
-
-/** Removes the files SQLite keeps next to `path`, where there are any. */
+/** Removes the files SQLite keeps next to `path`, where there are any: its write-ahead log, its shared memory, its rollback journal. */
 export function removeSidecars (path: string): void {
-  for (const sidecar of sidecarsOf(path)) rmSync(sidecar, { force: true })
+  for (const sidecar of [`${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(sidecar, { force: true })
 }
 
 /** A write that failed for want of space: SQLite's SQLITE_FULL or the system's ENOSPC (or EDQUOT, a quota). */
 export function isDiskFull (error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code
   return code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT'
-}
-
-/** `102572032` → `102.6 MB`: a size for a message. */
-export function megabytes (bytes: number): string {
-  return `${(bytes / 1e6).toFixed(1)} MB`
-}
-
-/** Removes a SQLite file being written under its temporary name, with the files SQLite keeps next to it. */
-export function abandonSqliteFile (file: AtomicFile): void {
-  file.abandon()
-  removeSidecars(file.temporaryPath)
 }

@@ -2,16 +2,11 @@ import type { Config } from '../config.js'
 import { counted } from '../counted.js'
 import { resealPlan } from '../webhooks/reseal.js'
 import { SecretBox } from '../webhooks/secrets.js'
+import { defineCommand, type CommandGroup } from './command.js'
 import { withCommandStore } from './command-store.js'
-import { isHelp, parseOptions, UsageError, type HelpInvocation } from './options.js'
 import { ENVIRONMENT } from './usage.js'
 
-/** A `plantstore webhooks …` command, checked. */
-export interface WebhookInvocation { readonly command: 'webhooks reseal' }
-
-export function isWebhookInvocation (invocation: { readonly command: string }): invocation is WebhookInvocation {
-  return invocation.command.startsWith('webhooks ')
-}
+/** `plantstore webhooks reseal`: the stored webhook signing secrets sealed with the current key. */
 
 export const WEBHOOKS_USAGE = `Usage: plantstore webhooks <command> [options]
 
@@ -42,30 +37,33 @@ Exit codes:
   2  usage error: unknown command or option
 `
 
-/** Reads the arguments after `plantstore webhooks`; throws UsageError. */
-export function parseWebhooksCommand (args: readonly string[]): WebhookInvocation | HelpInvocation {
-  const [subcommand, ...rest] = args
-  if (subcommand === undefined) throw new UsageError('webhooks needs a command: reseal', 'plantstore webhooks')
-  if (isHelp(subcommand)) return { command: 'help', text: WEBHOOKS_USAGE }
-  if (subcommand !== 'reseal') {
-    throw new UsageError(`unknown command ${JSON.stringify(`webhooks ${subcommand}`)}; the webhooks command is reseal`, 'plantstore webhooks')
-  }
-  const parsed = parseOptions(rest, 'webhooks reseal', RESEAL_USAGE, {}, false)
-  return parsed.command === 'help' ? parsed : { command: 'webhooks reseal' }
-}
+export const WEBHOOKS: CommandGroup = { name: 'webhooks', usage: WEBHOOKS_USAGE }
+
+const MEMORY_REFUSAL = 'the signing secrets of a memory store live only inside the running service, sealed with its key'
 
 /**
- * `plantstore webhooks reseal`: every stored signing secret sealed with WEBHOOK_SECRETS_KEY, in one
- * transaction; prints one line and resolves with the exit code. Going back to no key is not supported.
+ * Every stored signing secret sealed with WEBHOOK_SECRETS_KEY, in one transaction; one line printed.
+ * Going back to no key is not supported.
  */
-export async function runWebhookCommand (_invocation: WebhookInvocation, config: Config): Promise<number> {
+export const webhooksReseal = defineCommand<{ readonly command: 'webhooks reseal' }>({
+  name: 'webhooks reseal',
+  group: WEBHOOKS,
+  summary: 'seal the stored webhook signing secrets with WEBHOOK_SECRETS_KEY',
+  usage: RESEAL_USAGE,
+  parse ({ options }) {
+    const parsed = options({}, false)
+    return parsed.command === 'help' ? parsed : { command: 'webhooks reseal' }
+  },
+  run: (_invocation, config) => reseal(config)
+})
+
+async function reseal (config: Config): Promise<number> {
   const { secretsKey, previousSecretsKeys } = config.webhooks
   if (secretsKey === undefined) {
     throw new Error('WEBHOOK_SECRETS_KEY is not set: webhooks reseal seals the stored signing secrets with it ' +
       '(with WEBHOOK_SECRETS_PREVIOUS_KEYS naming the keys that sealed them); storing them unsealed again is not supported')
   }
-  const memoryRefusal = 'the signing secrets of a memory store live only inside the running service, sealed with its key'
-  const line = await withCommandStore(config, memoryRefusal, async (store) => {
+  const line = await withCommandStore(config, MEMORY_REFUSAL, async (store) => {
     const plan = resealPlan(await store.webhooks.storedSecrets(), new SecretBox(secretsKey, previousSecretsKeys), Date.now())
     const replaced = await store.webhooks.replaceStoredSecrets(plan.replacements)
     const sealed = plan.underPreviousKeys + plan.unsealed

@@ -1,18 +1,7 @@
-import { counted } from '../counted.js'
-import { latestVersion, SchemaTooNewError } from '../store/migration.js'
-import type { SqliteDatabase } from '../store/sqlite/driver.js'
-import { sqliteMigrations } from '../store/sqlite/migrations.js'
-
-/** What a SQLite plantstore store holds, counted for the line a backup or a restore ends with. */
-export interface StoreContents {
-  readonly plants: number
-  /** Live, expired and revoked alike; a release 1.0.0 store has its one generated token. */
-  readonly accessTokens: number
-  readonly webhookSubscriptions: number
-  /** Webhook events recorded and not yet delivered (nor given up on). */
-  readonly pendingWebhookEvents: number
-  readonly schemaVersion: number
-}
+import type { SqliteDatabase } from './driver.js'
+import { sqliteMigrations } from './migrations.js'
+import { latestVersion, SchemaTooNewError } from '../migration.js'
+import type { StoreContents } from '../store-transfer.js'
 
 /**
  * Why the open database is not a plantstore store this release can use, or undefined when it is one.
@@ -46,10 +35,4 @@ export function contentsOf (db: SqliteDatabase): StoreContents {
 
 function hasTable (db: SqliteDatabase, name: string): boolean {
   return db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(name) !== undefined
-}
-
-/** `2 plants, 1 access token, 0 webhook subscriptions and 0 pending webhook events`. */
-export function describeContents (contents: StoreContents): string {
-  return `${counted(contents.plants, 'plant')}, ${counted(contents.accessTokens, 'access token')}, ` +
-    `${counted(contents.webhookSubscriptions, 'webhook subscription')} and ${counted(contents.pendingWebhookEvents, 'pending webhook event')}`
 }

@@ -1,20 +1,66 @@
 import { closeSync, openSync, writeSync } from 'node:fs'
 import type { Config } from '../config.js'
 import { counted } from '../counted.js'
+import { TAG_RULE } from '../schemas/plants.js'
+import { plantTextViolation } from '../schemas/kinds.js'
 import { AtomicFile } from '../transfer/atomic-file.js'
 import { exportPlants, plantsInChunk } from '../transfer/export.js'
+import { defineCommand } from './command.js'
 import { withCommandStore } from './command-store.js'
-import type { DataInvocation } from './data-command-line.js'
 import { unlessInterrupted } from './interruptions.js'
 import { ProgressLine } from './progress-line.js'
+import { DATA_EXIT_CODES, ENVIRONMENT } from './usage.js'
 
-type ExportInvocation = Extract<DataInvocation, { command: 'export' }>
+export const EXPORT_USAGE = `Usage: plantstore export [--tag TAG] [--out FILE [--force]]
+
+Writes every plant of the store of DATABASE_URL (any backend) as NDJSON: one JSON document per line, as
+GET /plants/{id} shows it, ordered by id, read in pages in constant memory. On a terminal, stderr shows
+the progress. GET /admin/export serves the same over HTTP.
+
+Options:
+  --tag TAG      only the plants with exactly this tag
+  --out FILE     write to FILE (through a temporary name, renamed when complete) instead of stdout
+  --force        replace FILE if it exists
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${DATA_EXIT_CODES}`
+
+interface ExportInvocation {
+  readonly command: 'export'
+  readonly tag?: string
+  /** The file to write; standard output when absent. */
+  readonly out?: string
+  readonly force: boolean
+}
 
 /**
  * `plantstore export`: the store's plants as NDJSON to stdout or, through a temporary name, to `--out`.
  * A summary line goes to stderr when writing a file (stdout is the data otherwise).
  */
-export async function runExport (invocation: ExportInvocation, config: Config): Promise<number> {
+export const exportCommand = defineCommand<ExportInvocation>({
+  name: 'export',
+  summary: 'write the plants as NDJSON',
+  usage: EXPORT_USAGE,
+  parse ({ options }) {
+    const parsed = options({ tag: { type: 'string' }, out: { type: 'string' }, force: { type: 'boolean' } }, false)
+    if (parsed.command === 'help') return parsed
+    const { fail, text } = parsed
+    const tag = text('tag')
+    const out = text('out')
+    const force = parsed.values.force === true
+    if (tag !== undefined) {
+      const violation = plantTextViolation(tag, TAG_RULE)
+      if (violation !== undefined) throw fail(`--tag ${violation}`)
+    }
+    if (out === '') throw fail('--out needs a file name')
+    if (force && out === undefined) throw fail('--force is for --out FILE: it lets the export replace that file')
+    return { command: 'export', ...(tag === undefined ? {} : { tag }), ...(out === undefined ? {} : { out }), force }
+  },
+  run: exportToOutput
+})
+
+async function exportToOutput (invocation: ExportInvocation, config: Config): Promise<number> {
   // Refused before the store is opened: an existing file is never touched.
   const file = invocation.out === undefined ? undefined : new AtomicFile(invocation.out, invocation.force, 'export')
   return withCommandStore(config, 'a memory store lives only inside the running service, so export cannot reach it; use GET /admin/export with an admin token', async (store) => {

@@ -1,6 +1,7 @@
-import Database, { SqliteError } from '../store/sqlite/driver.js'
-import { checkSqliteFile, isDiskFull, type SqliteFileCheck } from './sqlite-file.js'
-import { contentsOf, storeProblem, type StoreContents } from './store-contents.js'
+import { checkSqliteFile, isDiskFull, type SqliteFileCheck } from './database-file.js'
+import Database, { SqliteError } from './driver.js'
+import { contentsOf, storeProblem } from './store-contents.js'
+import type { StoreContents } from '../store-transfer.js'
 
 /** How much one step of the backup copies: a few milliseconds of work. */
 const BYTES_PER_STEP = 4 * 1024 * 1024
@@ -17,7 +18,7 @@ const LONGEST_PAUSE_MS = 200
  * its steps, so it holds every write committed (and so acknowledged) before the backup began, and
  * another connection's commits do not restart the copy, as they would a backup stepped without one.
  * Between steps the backup pauses as long as the step took, leaving the service at least half of the
- * time; the command also runs at a lower CPU priority (see the backup command).
+ * time; the command also runs at a lower CPU priority (see src/cli/backup.ts).
  *
  * The copy is left in rollback-journal mode, one file complete by itself; its contents are counted from
  * the copy. Throws, with the store's path in the message, when the store is missing, not a plantstore

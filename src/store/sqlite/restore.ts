@@ -1,15 +1,9 @@
 import { constants, copyFileSync } from 'node:fs'
-import { migrate } from '../store/sqlite/connection.js'
-import Database, { SqliteError, type SqliteDatabase } from '../store/sqlite/driver.js'
-import { checkSqliteFile, isDiskFull, type SqliteFileCheck } from './sqlite-file.js'
-import { contentsOf, schemaVersion, storeProblem, type StoreContents } from './store-contents.js'
-
-export interface PreparedRestore {
-  /** What the restored store holds, at this release's schema version. */
-  readonly contents: StoreContents
-  /** The schema version the backup was made at. */
-  readonly backupVersion: number
-}
+import { migrate } from './connection.js'
+import { checkSqliteFile, isDiskFull, type SqliteFileCheck } from './database-file.js'
+import Database, { SqliteError, type SqliteDatabase } from './driver.js'
+import { contentsOf, schemaVersion, storeProblem } from './store-contents.js'
+import type { PreparedRestore } from '../store-transfer.js'
 
 /**
  * Why `backupPath` cannot be restored, judged from its size and header alone; undefined when it looks

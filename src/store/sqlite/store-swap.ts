@@ -1,11 +1,10 @@
 import { existsSync } from 'node:fs'
-import Database, { SqliteError, type SqliteDatabase } from '../store/sqlite/driver.js'
-import type { AtomicFile } from './atomic-file.js'
-import { removeSidecars } from './sqlite-file.js'
+import { removeSidecars } from './database-file.js'
+import Database, { SqliteError, type SqliteDatabase } from './driver.js'
 
 /**
- * Gives `file` (complete, under its temporary name) the name of the SQLite store `storePath`, which no
- * process may have open: one that does (a running service) is refused and left as it was.
+ * Runs `rename`, which gives a complete file the name of the SQLite store `storePath`, which no process
+ * may have open: one that does (a running service) is refused and left as it was.
  *
  * Leaving WAL mode needs every other connection to the store gone, so that is the test: with none,
  * SQLite takes the store out of WAL mode; then an exclusive lock is held on it until the new file has
@@ -13,11 +12,11 @@ import { removeSidecars } from './sqlite-file.js'
  * `-journal` files are removed before the rename: SQLite would apply an old write-ahead log or journal
  * to the new file as if it were the old one's.
  */
-export function replaceUnusedStore (storePath: string, file: AtomicFile): void {
+export function replaceUnusedStore (storePath: string, rename: () => void): void {
   const lock = existsSync(storePath) ? lockUnusedStore(storePath) : undefined
   try {
     removeSidecars(storePath)
-    file.commit()
+    rename()
   } finally {
     lock?.close()
   }

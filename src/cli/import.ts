@@ -2,13 +2,39 @@ import { createReadStream, statSync } from 'node:fs'
 import type { Readable } from 'node:stream'
 import type { Config } from '../config.js'
 import { counted } from '../counted.js'
-import { importPlants, type ImportCounts, type ImportProblem, type ImportResult } from '../transfer/import.js'
+import { CONFLICT_POLICIES, importPlants, type ConflictPolicy, type ImportCounts, type ImportProblem, type ImportResult } from '../transfer/import.js'
 import { ndjsonLines } from '../transfer/ndjson-lines.js'
+import { defineCommand } from './command.js'
 import { withCommandStore } from './command-store.js'
-import type { DataInvocation } from './data-command-line.js'
+import { JSON_OPTION } from './options.js'
 import { ProgressLine } from './progress-line.js'
+import { DATA_EXIT_CODES, ENVIRONMENT } from './usage.js'
 
-type ImportInvocation = Extract<DataInvocation, { command: 'import' }>
+export const IMPORT_USAGE = `Usage: plantstore import FILE|- [--on-conflict report|replace|fail] [--json]
+
+Creates the plants of an NDJSON file (an export's lines; - reads stdin) in the store of DATABASE_URL,
+through the store's batched writes. A line whose plant is stored already changes nothing, so importing
+a file twice changes nothing the second time. Each created or replaced plant raises its webhook event,
+as a POST or a PUT would. Every line that is not taken is reported on stderr with its line number.
+
+Options:
+  --on-conflict  what to do with a line whose id is stored with another name or tag:
+                   report   leave the stored plant, report the line (the default)
+                   replace  store the line's plant in its place
+                   fail     stop at that line; the lines before it stay imported
+  --json         print the counts as one JSON document
+  -h, --help     show this help
+
+${ENVIRONMENT}
+${DATA_EXIT_CODES}`
+
+interface ImportInvocation {
+  readonly command: 'import'
+  /** The NDJSON file to read, or `-` for standard input. */
+  readonly file: string
+  readonly onConflict: ConflictPolicy
+  readonly json: boolean
+}
 
 /** Lines reported one by one on stderr; past them only their number is given, so a bad file cannot flood a terminal. */
 const REPORTED_PROBLEMS = 100
@@ -18,7 +44,28 @@ const REPORTED_PROBLEMS = 100
  * go to stdout. Exit code 0 when every line was taken, 1 when one was not (a conflict left or stopped
  * at, a rejected line) or the store failed.
  */
-export async function runImport (invocation: ImportInvocation, config: Config): Promise<number> {
+export const importCommand = defineCommand<ImportInvocation>({
+  name: 'import',
+  synopsis: 'import FILE|-',
+  summary: 'create the plants of an NDJSON file',
+  usage: IMPORT_USAGE,
+  parse ({ options }) {
+    const parsed = options({ 'on-conflict': { type: 'string' }, ...JSON_OPTION }, true)
+    if (parsed.command === 'help') return parsed
+    const { fail, text } = parsed
+    const [file, ...more] = parsed.positionals
+    if (file === undefined || file === '') throw fail('import needs FILE, an NDJSON file of plants, or - for standard input')
+    if (more.length > 0) throw fail(`import takes one FILE, got ${parsed.positionals.length}`)
+    const onConflict = text('on-conflict') ?? 'report'
+    if (!(CONFLICT_POLICIES as readonly string[]).includes(onConflict)) {
+      throw fail(`--on-conflict must be one of ${CONFLICT_POLICIES.join(', ')}, got ${JSON.stringify(onConflict)}`)
+    }
+    return { command: 'import', file, onConflict: onConflict as ConflictPolicy, json: parsed.values.json === true }
+  },
+  run: importFile
+})
+
+async function importFile (invocation: ImportInvocation, config: Config): Promise<number> {
   const { input, size, name } = openInput(invocation.file)
   return withCommandStore(config, 'a memory store lives only inside the running service, so import cannot reach it; POST the plants to the service instead', async (store) => {
     const progress = new ProgressLine('imported')
