@@ -13,8 +13,8 @@ export function sqliteStorePathFor (command: 'backup' | 'restore', databaseUrl: 
   }
   if (isPostgresUrl(databaseUrl)) {
     throw new Error(command === 'backup'
-      ? 'DATABASE_URL is a PostgreSQL store: back up PostgreSQL with pg_dump; see docs/backups.md'
-      : 'DATABASE_URL is a PostgreSQL store: restore PostgreSQL with pg_restore, or copy a SQLite backup into it with plantstore copy; see docs/backups.md')
+      ? 'DATABASE_URL is a PostgreSQL store: back up PostgreSQL with pg_dump; see docs/guides/backups.md'
+      : 'DATABASE_URL is a PostgreSQL store: restore PostgreSQL with pg_restore, or copy a SQLite backup into it with plantstore copy; see docs/guides/backups.md')
   }
   throw new Error(`DATABASE_URL must be a sqlite: URL for ${command}, got one starting ${JSON.stringify(databaseUrl.split(':')[0])}`)
 }
