@@ -26,7 +26,7 @@ export function sqlitePlantReads (db: SqliteDatabase, onReadBatch: ((size: numbe
     `SELECT ${TAGGED_PLANT_DOCUMENT_SQL} FROM plants WHERE tag = ? AND id > ? ORDER BY id LIMIT ?`))
 
   // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
-  // driver for all of them costs about a third of a statement each (docs/benchmarks.md).
+  // driver for all of them costs about a third of a statement each (bench/results/2026-11-23-1052-fixed-cost.md).
   const reads = new ReadBatch<bigint, PlantJson>(async (ids) => {
     const plants = unlessTransient(() => selectPlants.all(`[${ids.join(',')}]`))
     return new Map(plants.map((json) => [idOfDocument(json), json]))
