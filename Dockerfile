@@ -29,7 +29,7 @@ RUN npm run build \
 FROM ${BASE_IMAGE}
 # MALLOC_ARENA_MAX: glibc's malloc keeps one arena per thread that allocates (the main thread, the SQLite
 # writer, libuv's pool), each holding freed memory of its own; two arenas keep 4-8 MB less resident at
-# no CPU cost measured (docs/deployment.md, "Memory").
+# no CPU cost measured (docs/explanations/performance.md, "Memory").
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
@@ -52,6 +52,6 @@ EXPOSE 3000 9464
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 STOPSIGNAL SIGTERM
-# Node's flags, the same as `npm start` and the first line of dist/cli.js (docs/deployment.md, "Memory"): an
+# Node's flags, the same as `npm start` and the first line of dist/cli.js (docs/explanations/performance.md, "Memory"): an
 # 8 MB semi-space, and an old generation that grows by half its live size before a full collection.
 CMD ["node", "--max-semi-space-size=8", "--heap-growing-percent=50", "dist/server.js"]

@@ -43,7 +43,7 @@ export const serviceNodeFlags = (root: string) => (/node ((?:--\S+ )*)dist\/serv
  * Added to the baseline's Node.js flags: the shipped largest semi-space (8 MB) as the least too. The
  * rounds leave each server idle while the others are measured, 10 to 30 s; V8 shrinks the young
  * generation of an idle heap, and on 2026-11-23 some servers never grew it back (a third more CPU a
- * request for the whole run, 0.6 page faults a request instead of 0.05; docs/benchmarks.md, 21:42 UTC).
+ * request for the whole run, 0.6 page faults a request instead of 0.05; bench/results/2026-11-23-2142-issue-14-observability.md).
  * The service gets none of it: it runs with exactly the flags it ships with, because the least size
  * applies to every isolate of the process, and gave the SQLite writer thread a 16 MB young generation
  * it does not use when shipped (8-10 MB more peak RSS than what ships; issue 26). The page faults per

@@ -1,22 +1,17 @@
 #!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=50
-import { AccessTokenRegistry } from './auth/token-registry.js'
-import { parseCommandLine, UsageError, type Invocation } from './cli/command-line.js'
-import { runDataCommand } from './cli/data-commands.js'
-import { withCommandStore } from './cli/command-store.js'
-import { isTokenInvocation } from './cli/token-command-line.js'
-import { isWebhookInvocation, runWebhookCommand } from './cli/webhook-command.js'
-import { runTokenCommand } from './cli/token-commands.js'
+import { isHelpInvocation, type Invocation } from './cli/command.js'
+import { commandOf, parseCommandLine } from './cli/commands.js'
+import { UsageError, type HelpInvocation } from './cli/options.js'
 import { InvalidConfigError, loadConfig, loadDotEnvFile } from './config.js'
 import { StoreUnavailableError } from './store/plant-store.js'
 
 /**
- * Entry point of the `plantstore` command: reads the configuration as the service does and opens the
- * same store. `tokens create|list|revoke` change its tokens through the service's registry; backup,
- * restore, export, import and copy move its data (cli/data-commands.ts). Exit codes: 0 success, 1 the
- * operation failed, 2 usage error. Each error is one line on stderr, never holding a token.
+ * Entry point of the `plantstore` command: reads the table of commands (cli/commands.ts), then the
+ * configuration as the service does, and runs the command. Exit codes: 0 success, 1 the operation
+ * failed, 2 usage error. Each error is one line on stderr, never holding a token.
  */
 async function main (args: readonly string[]): Promise<number> {
-  let invocation: Invocation
+  let invocation: Invocation | HelpInvocation
   try {
     invocation = parseCommandLine(args)
   } catch (error) {
@@ -24,24 +19,13 @@ async function main (args: readonly string[]): Promise<number> {
     reportError(error.message)
     return 2
   }
-  if (invocation.command === 'help') {
+  if (isHelpInvocation(invocation)) {
     process.stdout.write(invocation.text)
     return 0
   }
   try {
     loadDotEnvFile()
-    const config = loadConfig()
-    if (isWebhookInvocation(invocation)) return await runWebhookCommand(invocation, config)
-    if (!isTokenInvocation(invocation)) return await runDataCommand(invocation, config)
-    const memoryRefusal = 'the tokens of a memory store live only inside the running service; ' +
-      'manage them there with POST /admin/tokens, GET /admin/tokens and DELETE /admin/tokens/{id}'
-    const output = await withCommandStore(config, memoryRefusal, async (store) => {
-      const registry = new AccessTokenRegistry(store.tokens, config.tokens)
-      await registry.refresh()
-      return runTokenCommand(invocation, registry)
-    })
-    process.stdout.write(output)
-    return 0
+    return await commandOf(invocation).run(invocation, loadConfig())
   } catch (error) {
     reportError(reasonOf(error))
     return 1

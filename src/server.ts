@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import pino, { type Logger } from 'pino'
 import { buildApp } from './app.js'
 import { JwtAccessTokens } from './auth/jwt/jwt-access-tokens.js'
-import { AccessTokenRegistry, TokenNameClashError } from './auth/token-registry.js'
+import { AccessTokenRegistry, TOKEN_POLL_MS, TokenNameClashError } from './auth/token-registry.js'
 import { InvalidConfigError, loadConfig, loadConfiguredTokens, loadDotEnvFile } from './config.js'
 import { StoreOpenError, StoreUnavailableError, type PlantStore } from './store/plant-store.js'
 import { SecretBox, storedSecretsState } from './webhooks/secrets.js'
@@ -13,11 +13,6 @@ import { startTracing } from './telemetry/tracing.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
 const SHUTDOWN_DEADLINE_MS = 8_000
-/**
- * How often the store's token revision is read, so a token made or revoked by another instance or by
- * the command line takes effect here within this (PostgreSQL also pushes changes with `NOTIFY`).
- */
-const TOKEN_POLL_MS = 1_000
 /** While the database cannot be reached at start, it is tried again this often, and the wait is logged this often. */
 const DATABASE_RETRY_MS = 1_000
 const DATABASE_WAIT_LOG_MS = 30_000

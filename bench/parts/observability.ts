@@ -71,7 +71,7 @@ export async function compareObservability (harness: Harness): Promise<Row[]> {
   for (let round = 1; round <= observabilityRounds; round++) {
     // New processes every round: a process's own state (its heap's sizing, and more not found) moved a service's
     // CPU a request by up to a sixth against another's for a whole run, in either direction
-    // (docs/benchmarks.md, 2026-11-23 21:42 UTC); across rounds it is drift that the medians absorb.
+    // (bench/results/2026-11-23-2142-issue-14-observability.md); across rounds it is drift that the medians absorb.
     const targets: Target[] = []
     for (const service of services) {
       const target = await servers.startService(service.name, `sqlite:${join(harness.workFolder, `${service.name}.db`)}`, service.env, service.root)

@@ -42,6 +42,13 @@ export class TokenNameClashError extends Error {
   }
 }
 
+/**
+ * How often a running service reads the store's token revision (`watch`), so a token made or revoked by
+ * another instance or by the command line takes effect there within this (PostgreSQL also pushes changes
+ * with `NOTIFY`).
+ */
+export const TOKEN_POLL_MS = 1_000
+
 /** Accepted tokens remembered by their text; past this many the memory starts over. */
 const MAX_REMEMBERED_TOKENS = 10_000
 

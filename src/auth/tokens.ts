@@ -5,7 +5,7 @@ import type { Scope } from '../store/scopes.js'
 /** RFC 6750 §2.1 `b64token`: the only token syntax a Bearer credential may have. */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
 const DIGEST_ENTRY = /^sha256:([0-9a-fA-F]{64})$/
-/** docs/tokens.md: 1–64 characters of `[A-Za-z0-9._-]`. */
+/** docs/reference/api/tokens.md: 1–64 characters of `[A-Za-z0-9._-]`. */
 export const TOKEN_NAME = /^[A-Za-z0-9._-]{1,64}$/
 /** The rule a bad name breaks, as the end of a sentence that starts with what holds the name. */
 export const TOKEN_NAME_RULE = 'must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'

@@ -11,7 +11,7 @@ const LAST_WRITE = Symbol('plantstore.lastWriteOnConnection')
 type ConnectionSocket = Socket & { [LAST_REQUEST]?: ServerResponse, [LAST_WRITE]?: ServerResponse }
 
 /**
- * Requests pipelined on one connection take effect in their order (docs/guarantees.md): a read sees the writes sent
+ * Requests pipelined on one connection take effect in their order (docs/explanations/guarantees-writes.md): a read sees the writes sent
  * before it, and a write is not seen by the requests sent before it. Node hands every pipelined request
  * to the app as soon as it is parsed, so without this a GET behind a POST reads the store while the
  * POST still waits for its commit. Each request leaves its response on its connection; a read waits for

@@ -23,7 +23,7 @@ export type RequestTraceIds = (request: FastifyRequest) => { readonly traceId: s
  *
  * Given the stream the logger writes to, the line is formatted here, in the exact form pino gives it
  * (same keys, same order), and the lines of one event-loop turn are written to that stream together.
- * Both matter (docs/benchmarks.md): pino's general path costs several times this one for a line whose
+ * Both matter (bench/results/2026-11-23-1052-fixed-cost.md): pino's general path costs several times this one for a line whose
  * fields are known, and the stream measures the byte length of all it holds on every write, so one
  * write per line costs more the more is waiting. Without a stream (pretty output for a terminal) the
  * line goes through the request's logger.
@@ -145,7 +145,7 @@ export interface BufferedLogOutput {
 /**
  * Standard output written asynchronously in chunks of at least 4 KiB: pino's setup for the least
  * overhead. Writing every line on its own costs a thread-pool round trip per request, which measured
- * about a fifth of POST throughput (docs/benchmarks.md). A timer flushes every second, so the lines
+ * about a fifth of POST throughput (docs/explanations/decisions.md, "The hot path"). A timer flushes every second, so the lines
  * of a quiet service still show up promptly; pino writes out the rest when the process exits. A
  * process killed with SIGKILL can lose its last second of log lines, never data.
  */

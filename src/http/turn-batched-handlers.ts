@@ -11,7 +11,7 @@ export interface TurnBatchedHandlersOptions {
  * requests whose bytes arrived together are parsed together, then handled and answered together. The
  * same code run back to back stays in the CPU's caches, the kernel's included, and under load a request
  * costs about half the CPU it costs when each is handled and answered the moment it is parsed
- * (docs/benchmarks.md). That is also why group commit made durable POSTs cheap: it answers a whole batch
+ * (bench/results/2026-11-23-1052-fixed-cost.md). That is also why group commit made durable POSTs cheap: it answers a whole batch
  * in one turn. A lone request waits only for the rest of its turn.
  *
  * Requests refused before their handler (authentication, validation, load shedding) are answered at

@@ -1,7 +1,7 @@
 import type { Scope } from './scopes.js'
 
 /**
- * The part of the storage port that keeps access tokens (docs/api.md, "Access tokens: `/admin/tokens`"). Only SHA-256
+ * The part of the storage port that keeps access tokens (docs/reference/api/tokens.md). Only SHA-256
  * digests are stored. Every change (a create, a revoke) also advances the store's token revision, which
  * instances poll to pick up changes that others made.
  */

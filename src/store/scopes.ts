@@ -1,4 +1,4 @@
-/** What a token may do: each operation needs exactly one of these (docs/tokens.md). */
+/** What a token may do: each operation needs exactly one of these (docs/reference/api/authentication.md). */
 export const SCOPES = ['plants:read', 'plants:write', 'admin'] as const
 export type Scope = typeof SCOPES[number]
 

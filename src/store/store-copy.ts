@@ -6,6 +6,13 @@
 import { SchemaTooNewError } from './migration.js'
 import type { Cell, StoreRow, StoreTable, TableName } from './store-rows.js'
 
+/** What a copy's own connections may take (PostgreSQL's; SQLite waits on no server). */
+export interface CopyConnectionOptions {
+  readonly connectTimeoutMs: number
+  /** How long one statement may take before the copy gives up on the server. */
+  readonly queryTimeoutMs: number
+}
+
 /** The oldest schema a copy reads: the first with every table it copies (release 1.3.0). */
 export const OLDEST_COPIED_SCHEMA = 4
 

@@ -1,5 +1,5 @@
 /**
- * The part of the storage port that keeps webhook subscriptions and their outbox (docs/api.md, "Webhooks: `/admin/webhooks`").
+ * The part of the storage port that keeps webhook subscriptions and their outbox (docs/reference/api/webhooks.md).
  * The plant writes record their events themselves, in their own transaction: one outbox row per
  * subscription that wants the event, written only when the write changed something. The dispatcher
  * claims due rows, delivers them and settles the outcome here.

@@ -37,7 +37,7 @@ export class HistogramSeries {
 
 /**
  * A histogram that prom-client's registry exposes like its own, for the per-request paths. prom-client's
- * `observe` hashes the label set on every call (0.8 µs measured, docs/benchmarks.md); here a caller
+ * `observe` hashes the label set on every call (0.8 µs measured, bench/results/2026-11-23-2037-issue-14-observability-superseded.md); here a caller
  * resolves its series once (a route's closure per status code, a store's per operation) and an
  * observation is a bucket search and two additions.
  */

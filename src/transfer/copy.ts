@@ -1,11 +1,10 @@
 import { SchemaTooNewError } from '../store/migration.js'
 import { StoreOpenError } from '../store/plant-store.js'
-import type { PostgresCopyOptions } from '../store/postgres/store-rows.js'
-import type { CopyMarker, CopyTally, CopyTarget, StoreSnapshot, TableTally } from '../store/store-copy.js'
+import type { CopyConnectionOptions, CopyMarker, CopyTally, CopyTarget, StoreSnapshot, TableTally } from '../store/store-copy.js'
 import { keyOfText, keyText, STORE_TABLES, storeTable, type Cell, type StoreRow, type StoreTable } from '../store/store-rows.js'
+import type { StoreLocation, StoreTransfer } from '../store/store-transfer.js'
 import { copyRows } from './copy-batch.js'
 import { planCopy } from './copy-marker.js'
-import { openSnapshot, openTarget, type StoreLocation } from './store-location.js'
 
 /** What a failure once the copy has begun adds to its line. */
 const RESUMABLE = '; the rows copied so far are kept: run the same command again to finish the copy'
@@ -14,11 +13,11 @@ const RESUMABLE = '; the rows copied so far are kept: run the same command again
 export const COPY_BATCH_ROWS = 5000
 
 export interface CopyRequest {
-  readonly from: StoreLocation
-  readonly to: StoreLocation
+  readonly from: StoreTransfer
+  readonly to: StoreTransfer
   /** Copy into a target that holds data: add what it lacks, keep what it holds. */
   readonly merge: boolean
-  readonly postgres: PostgresCopyOptions
+  readonly connection: CopyConnectionOptions
   readonly batchRows?: number
   /** Count the source's plants first, for `onProgress`'s total. */
   readonly countPlants?: boolean
@@ -57,10 +56,11 @@ export interface CopyResult {
  * when it holds data, unless `merge` (copy-marker.ts); a refused target is left as it was.
  */
 export async function copyStore (request: CopyRequest): Promise<CopyResult> {
-  const { from, to } = request
+  const from = request.from.location
+  const to = request.to.location
   if (from.identity === to.identity) throw new Error(`--from and --to name the same store, ${from.identity}`)
-  const snapshot = await blame('the source', from, () => openSnapshot(from, request.postgres))
-  const target = openTarget(to, request.postgres)
+  const snapshot = await blame('the source', from, () => request.from.openCopySource(request.connection))
+  const target = request.to.copyTarget(request.connection)
   try {
     const state = await blame('the target', to, () => target.inspect())
     const plan = planCopy(state, from.identity, request.merge)
@@ -130,7 +130,7 @@ class StoreCopy {
   }
 
   private read (table: StoreTable, after: Cell | undefined): Promise<StoreRow[]> {
-    return blame('the source', this.request.from, () => this.snapshot.page(table, after, this.batchRows), RESUMABLE)
+    return blame('the source', this.request.from.location, () => this.snapshot.page(table, after, this.batchRows), RESUMABLE)
   }
 
   private async write (table: StoreTable, page: readonly StoreRow[], last: Cell): Promise<void> {
@@ -151,7 +151,7 @@ class StoreCopy {
 
   /** A failure of the target, which keeps what was committed: the same command finishes the copy. */
   private toTarget<T> (work: () => Promise<T>): Promise<T> {
-    return blame('the target', this.request.to, work, RESUMABLE)
+    return blame('the target', this.request.to.location, work, RESUMABLE)
   }
 }
 
@@ -163,7 +163,7 @@ function added (tally: TableTally | undefined, more: TableTally): TableTally {
   }
 }
 
-/** Runs `work`; its failure becomes one line naming the store it came from (never a password: see copy-command.ts). */
+/** Runs `work`; its failure becomes one line naming the store it came from (never a password: see src/cli/copy.ts). */
 async function blame<T> (side: string, location: StoreLocation, work: () => Promise<T>, hint = ''): Promise<T> {
   try {
     return await work()

@@ -54,7 +54,7 @@ export interface DispatcherLog {
 const ATTEMPT_RETENTION_MS = 7 * 24 * 3600_000
 /**
  * Outcomes are recorded together, at most this long after the first of them: one transaction for tens
- * of attempts rather than a few costs the store a fraction of the page writes (docs/benchmarks.md).
+ * of attempts rather than a few costs the store a fraction of the page writes (bench/results/2026-11-23-1702-issue-13-webhooks.md).
  */
 const SETTLE_GATHER_MS = 10
 const PRUNE_EVERY_MS = 10 * 60_000

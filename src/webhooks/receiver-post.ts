@@ -33,7 +33,7 @@ export interface ReceiverPost {
  * cut off with its connection when it is longer than MAX_ANSWER_BYTES or still arriving at its time-out.
  *
  * A handler of undici's dispatcher rather than its `request`: that made a stream, an async resource and
- * an abort listener per delivery to read an answer that is most often empty (docs/benchmarks.md).
+ * an abort listener per delivery to read an answer that is most often empty (bench/results/2026-11-26-1412-issue-26-fast-day-costs.md).
  */
 export class ReceiverPosts {
   private readonly underWay = new Set<AnswerReader>()

@@ -4,7 +4,7 @@ import { generateSigningKey, startIdentityProvider } from '../helpers/identity-p
 import { jwtSettingsFor } from '../helpers/jwt-service.js'
 import { claimsFor } from '../helpers/jwt-tokens.js'
 
-/** docs/identity-providers.md: at most 10,000 verified tokens are remembered; the oldest go first. */
+/** docs/reference/jwt.md: at most 10,000 verified tokens are remembered; the oldest go first. */
 const REMEMBERED = 10_000
 
 describe('The memory of verified JWTs', () => {

@@ -8,7 +8,7 @@ import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer } from '../helpers/server-process.js'
 
 /**
- * Tokens made, revoked and expiring at run time, through real server processes and sockets (docs/tokens.md:
+ * Tokens made, revoked and expiring at run time, through real server processes and sockets (docs/reference/api/authentication.md:
  * a change takes effect on the instance that answers before it answers, and on every
  * other instance sharing the store within 2 seconds). The measured delays are printed for the record.
  */

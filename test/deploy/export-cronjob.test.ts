@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync, utimesSync, writeFil
 import { dirname, join, posix } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { parseAllDocuments } from 'yaml'
-import { parseCommandLine } from '../../src/cli/command-line.js'
+import { parseCommandLine } from '../../src/cli/commands.js'
 import { temporaryFolder } from '../helpers/app.js'
 import { outputOf, type ChildOutput } from '../helpers/child-output.js'
 import { CLI, runCli } from '../helpers/cli-process.js'

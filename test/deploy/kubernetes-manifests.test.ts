@@ -23,7 +23,7 @@ const APPLIED_KINDS: Record<Setup, string[]> = {
   sqlite: ['Deployment', 'PersistentVolumeClaim', 'Service']
 }
 
-/** The service's own graceful stop ends within this many seconds (docs/deployment.md, "Stopping and timeouts"). */
+/** The service's own graceful stop ends within this many seconds (docs/reference/server.md, "Stopping"). */
 const DRAIN_SECONDS = 8
 const PLACEHOLDER = 'change-me'
 

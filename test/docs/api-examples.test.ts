@@ -1,15 +1,16 @@
 /**
- * Runs the examples of docs/api.md, the way doctest runs a Python manual. Each ```http request block
- * is sent, in page order, to one server listening on a socket over one fresh SQLite file, and its answer
- * is compared with the ```http response block after it: the status line, each header the page shows
- * (only those), and the body (as JSON when the answer is JSON, else as text; a body shown as `…` is not
- * compared, and a response shown without a body must have none).
+ * Runs the examples of the HTTP reference, docs/reference/api/*.md, the way doctest runs a Python manual.
+ * Each page's ```http request blocks are sent, in page order, to a server of the page's own, listening on
+ * a socket over one fresh SQLite file, and each answer is compared with the ```http response block after
+ * it: the status line, each header the page shows (only those), and the body (as JSON when the answer is
+ * JSON, else as text; a body shown as `…` is not compared, and a response shown without a body must have
+ * none).
  *
  * `$NAME` is a placeholder. `$TOKEN` and `$ADMIN_TOKEN` are the tokens configured below. In an answer,
- * a `$NAME` not seen before stands for any value (an id, a time, a secret the server makes) and keeps
- * it under that name; everywhere else `$NAME` is the value it holds.
+ * a `$NAME` not seen before on the page stands for any value (an id, a time, a secret the server makes)
+ * and keeps it under that name; everywhere else `$NAME` is the value it holds.
  */
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -18,10 +19,13 @@ import { parseExactJson } from '../../src/exact-json.js'
 import { backends, buildTestApp } from '../helpers/app.js'
 import { httpExamplesOf, type HttpMessage } from '../helpers/http-examples.js'
 
-const PAGE = 'docs/api.md'
+const FOLDER = 'docs/reference/api'
+const PAGES = readdirSync(FOLDER).filter((name) => name.endsWith('.md')).sort().map((name) => `${FOLDER}/${name}`)
+/** How many examples the reference held when it was one page (docs/api.md, release 1.7.0): none may be lost. */
+const EXAMPLES_AT_LEAST = 80
 const PLANTS_TOKEN = 'api-examples-gardener-token'
 const ADMIN_TOKEN = 'api-examples-ops-token'
-/** The server the page describes: BODY_LIMIT=128, WEBHOOK_DELIVERY=false, these PLANTSTORE_TOKENS. */
+/** The server the pages describe: BODY_LIMIT=128, WEBHOOK_DELIVERY=false, these PLANTSTORE_TOKENS. */
 const SERVER_TOKENS = [`name=gardener;scopes=plants:read+plants:write;${PLANTS_TOKEN}`, `name=ops;scopes=admin;${ADMIN_TOKEN}`]
 const SERVER_CONFIG = { bodyLimit: 128, webhooks: { ...DEFAULT_WEBHOOK_CONFIG, deliver: false } }
 const NOT_COMPARED = '…'
@@ -35,9 +39,17 @@ interface Answer {
   readonly body: string
 }
 
-describe(PAGE, () => {
-  it('answers every example as the page shows it, in page order, on one fresh SQLite store', async () => {
-    const examples = httpExamplesOf(PAGE, readFileSync(PAGE, 'utf8'))
+const examplesOf = (page: string) => httpExamplesOf(page, readFileSync(page, 'utf8'))
+
+describe('the examples of docs/reference/api/', () => {
+  it(`still number at least ${EXAMPLES_AT_LEAST}, on pages that all have some`, () => {
+    const counts = PAGES.map((page) => [page, examplesOf(page).length] as const)
+    expect(counts.filter(([, count]) => count === 0), 'pages without an example').toEqual([])
+    expect(counts.reduce((sum, [, count]) => sum + count, 0)).toBeGreaterThanOrEqual(EXAMPLES_AT_LEAST)
+  })
+
+  it.each(PAGES)('%s: answers every example as the page shows it, in page order, on a fresh SQLite store', async (page) => {
+    const examples = examplesOf(page)
     const sqlite = backends.find((backend) => backend.name === 'sqlite')
     if (sqlite === undefined) throw new Error('test/helpers/app.ts has no sqlite backend')
     const app = await buildTestApp({ store: await sqlite.open(), tokens: SERVER_TOKENS, config: SERVER_CONFIG })
@@ -48,9 +60,8 @@ describe(PAGE, () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 })
     onTestFinished(() => agent.destroy())
 
-    expect(examples.length).toBeGreaterThan(0)
     for (const { request: shownRequest, response: shown } of examples) {
-      const answer = await send(agent, port, shownRequest, values)
+      const answer = await send(agent, port, page, shownRequest, values)
       const actual = {
         statusLine: answer.statusLine,
         headers: Object.fromEntries(shown.headers.map(([name]) => [name, headerText(answer.headers[name.toLowerCase()])])),
@@ -59,23 +70,23 @@ describe(PAGE, () => {
       const expected = {
         statusLine: shown.startLine,
         headers: Object.fromEntries(shown.headers.map(([name, value]) => [name, fill(value, actual.headers[name], values)])),
-        body: shown.body === NOT_COMPARED ? NOT_COMPARED : fillBody(shown, actual.body, values)
+        body: shown.body === NOT_COMPARED ? NOT_COMPARED : fillBody(page, shown, actual.body, values)
       }
-      expect.soft(actual, `${PAGE}:${shownRequest.line} ${shownRequest.startLine}`).toEqual(expected)
+      expect.soft(actual, `${page}:${shownRequest.line} ${shownRequest.startLine}`).toEqual(expected)
     }
   }, 60_000)
 })
 
 /** Sends a request as the page shows it, its placeholders filled in, plus Host, Content-Length and Connection. */
-async function send (agent: Agent, port: number, shown: HttpMessage, values: Values): Promise<Answer> {
+async function send (agent: Agent, port: number, page: string, shown: HttpMessage, values: Values): Promise<Answer> {
   const [method, target] = shown.startLine.split(' ')
-  if (method === undefined || target === undefined) throw new Error(`${PAGE}:${shown.line}: not a request line: ${shown.startLine}`)
-  const body = substitute(shown.body, values, shown.line)
+  if (method === undefined || target === undefined) throw new Error(`${page}:${shown.line}: not a request line: ${shown.startLine}`)
+  const body = substitute(shown.body, values, page, shown.line)
   const headers: Record<string, string> = {}
-  for (const [name, value] of shown.headers) headers[name] = substitute(value, values, shown.line)
+  for (const [name, value] of shown.headers) headers[name] = substitute(value, values, page, shown.line)
   if (body !== '') headers['Content-Length'] = String(Buffer.byteLength(body))
   return await new Promise((resolve, reject) => {
-    const outgoing = request({ host: '127.0.0.1', port, method, path: substitute(target, values, shown.line), headers, agent }, (incoming) => {
+    const outgoing = request({ host: '127.0.0.1', port, method, path: substitute(target, values, page, shown.line), headers, agent }, (incoming) => {
       let text = ''
       incoming.setEncoding('utf8')
       incoming.on('data', (chunk: string) => { text += chunk })
@@ -87,10 +98,10 @@ async function send (agent: Agent, port: number, shown: HttpMessage, values: Val
   })
 }
 
-function substitute (text: string, values: Values, line: number): string {
+function substitute (text: string, values: Values, page: string, line: number): string {
   return text.replace(new RegExp(PLACEHOLDER, 'g'), (_placeholder, name: string) => {
     const value = values.get(name)
-    if (value === undefined) throw new Error(`${PAGE}:${line}: $${name} is used before an answer gives it a value`)
+    if (value === undefined) throw new Error(`${page}:${line}: $${name} is used before an answer gives it a value`)
     return value
   })
 }
@@ -105,7 +116,7 @@ function bodyOf (answer: Answer): unknown {
   return isJson && answer.body !== '' ? parseExactJson(answer.body) : answer.body
 }
 
-function fillBody (shown: HttpMessage, actual: unknown, values: Values): unknown {
+function fillBody (page: string, shown: HttpMessage, actual: unknown, values: Values): unknown {
   // A page cannot show a block's last line feed: an NDJSON body shown has one after each of its lines.
   const ndjson = shown.headers.some(([name, value]) => name.toLowerCase() === 'content-type' && value === 'application/x-ndjson')
   if (ndjson && shown.body !== '') return fill(`${shown.body}\n`, actual, values)
@@ -114,7 +125,7 @@ function fillBody (shown: HttpMessage, actual: unknown, values: Values): unknown
   try {
     template = parseExactJson(shown.body)
   } catch (error) {
-    throw new Error(`${PAGE}:${shown.line}: the answer is JSON, but the body shown is not: ${String(error)}`)
+    throw new Error(`${page}:${shown.line}: the answer is JSON, but the body shown is not: ${String(error)}`)
   }
   return fillJson(template, actual, values)
 }

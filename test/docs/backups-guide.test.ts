@@ -9,13 +9,15 @@ import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer, type ServerProcess } from '../helpers/server-process.js'
 
 /**
- * Runs the `sh` blocks of docs/backups.md, in page order and exactly as written, with `plantstore` on the
- * PATH, the way an operator follows the guide: a service on SQLite with plants and a stored token, its
+ * Runs the `sh` blocks of docs/guides/backups.md, in page order and exactly as written, the way an
+ * operator follows the guide in a checkout: a service on SQLite with plants and a stored token, its
  * backup taken while it runs, a restore, exports over the command line and HTTP, an import, and the move
- * to PostgreSQL, checked after each step through the service or the files the step made.
+ * to PostgreSQL, checked after each step through the service or the files the step made. The page says
+ * `npx plantstore`, as in a checkout; here `npx` is a stand-in on the PATH that runs this checkout's
+ * command for `npx plantstore` and refuses anything else, so the test never asks the npm registry.
  */
 
-const PAGE = 'docs/backups.md'
+const PAGE = 'docs/guides/backups.md'
 const ADMIN_TOKEN = 'backups-guide-admin-token-61d2'
 const SECRETS_KEY = 'f'.repeat(64)
 
@@ -35,8 +37,8 @@ describe(PAGE, () => {
     const cwd = temporaryFolder()
     const bin = join(cwd, 'bin')
     mkdirSync(bin)
-    writeFileSync(join(bin, 'plantstore'), `#!/bin/sh\nexec "${process.execPath}" "${CLI}" "$@"\n`)
-    chmodSync(join(bin, 'plantstore'), 0o755)
+    writeFileSync(join(bin, 'npx'), `#!/bin/sh\n[ "$1" = plantstore ] || { echo "npx: this test runs only npx plantstore" >&2; exit 127; }\nshift\nexec "${process.execPath}" "${CLI}" "$@"\n`)
+    chmodSync(join(bin, 'npx'), 0o755)
     const postgresUrl = await createTestDatabase()
     const environment = {
       PATH: `${bin}:${process.env.PATH ?? ''}`,
@@ -79,29 +81,29 @@ describe(PAGE, () => {
     expect(made.status).toBe(201)
     const dashboardToken = (JSON.parse(made.body) as { token: string }).token
 
-    await run('mkdir -p backups && plantstore backup backups/plantstore.db')
+    await run('mkdir -p backups && npx plantstore backup backups/plantstore.db')
     expect((await call('POST', '/plants', ADMIN_TOKEN, '{"id":301,"name":"after the backup"}')).status).toBe(200)
 
     await stop()
-    await run('plantstore restore backups/plantstore.db --force')
+    await run('npx plantstore restore backups/plantstore.db --force')
     await start()
     expect(await call('GET', '/plants/300', dashboardToken)).toEqual({ status: 200, body: '{"id":300,"name":"plant 300","tag":"shade"}' })
     expect((await call('GET', '/plants/301', dashboardToken)).status).toBe(404)
 
-    await run('plantstore export --out plants.ndjson')
+    await run('npx plantstore export --out backups/plants.ndjson')
     const expected = Array.from({ length: 300 }, (_, index) => `{"id":${index + 1},"name":"plant ${index + 1}"${(index + 1) % 3 === 0 ? ',"tag":"shade"' : ''}}\n`).join('')
-    expect(readFileSync(join(cwd, 'plants.ndjson'), 'utf8')).toBe(expected)
+    expect(readFileSync(join(cwd, 'backups/plants.ndjson'), 'utf8')).toBe(expected)
 
-    await run('curl --fail --silent --show-error -H "Authorization: Bearer $ADMIN_TOKEN" "$PLANTSTORE_URL/admin/export" > plants-over-http.ndjson')
-    expect(readFileSync(join(cwd, 'plants-over-http.ndjson'), 'utf8')).toBe(expected)
+    await run('curl --fail --silent --show-error -H "Authorization: Bearer $ADMIN_TOKEN" "$PLANTSTORE_URL/admin/export" > backups/plants-over-http.ndjson')
+    expect(readFileSync(join(cwd, 'backups/plants-over-http.ndjson'), 'utf8')).toBe(expected)
 
-    const imported = await run('plantstore import plants.ndjson', { DATABASE_URL: 'sqlite:./data/imported.db' })
-    expect(imported.stdout).toMatch(/^imported plants\.ndjson: 300 lines: 300 created, 0 unchanged, 0 replaced, 0 conflicts, 0 rejected in \d+\.\d s\n$/)
+    const imported = await run('npx plantstore import backups/plants.ndjson', { DATABASE_URL: 'sqlite:./data/imported.db' })
+    expect(imported.stdout).toMatch(/^imported backups\/plants\.ndjson: 300 lines: 300 created, 0 unchanged, 0 replaced, 0 conflicts, 0 rejected in \d+\.\d s\n$/)
 
     await stop()
-    await run('plantstore copy --from "sqlite:$PWD/data/plantstore.db" --to "$POSTGRES_URL"')
-    const sqliteHash = await run('DATABASE_URL="sqlite:$PWD/data/plantstore.db" plantstore export | sha256sum')
-    const postgresHash = await run('DATABASE_URL="$POSTGRES_URL" plantstore export | sha256sum')
+    await run('npx plantstore copy --from "sqlite:$PWD/data/plantstore.db" --to "$POSTGRES_URL"')
+    const sqliteHash = await run('DATABASE_URL="sqlite:$PWD/data/plantstore.db" npx plantstore export | sha256sum')
+    const postgresHash = await run('DATABASE_URL="$POSTGRES_URL" npx plantstore export | sha256sum')
     expect(postgresHash.stdout).toBe(sqliteHash.stdout)
     expect(sqliteHash.stdout).toMatch(/^[0-9a-f]{64} {2}-\n$/)
 

@@ -7,7 +7,7 @@ import { loadConfig, loadConfiguredTokens } from '../../src/config.js'
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** The modules that read variables: config.ts, and the settings it delegates to. */
 const CONFIG_SOURCE = ['src/config.ts', 'src/auth/jwt/jwt-settings.ts'].map((file) => readFileSync(join(ROOT, file), 'utf8')).join('\n')
-const PAGE = readFileSync(join(ROOT, 'docs/configuration.md'), 'utf8')
+const PAGE = readFileSync(join(ROOT, 'docs/reference/configuration.md'), 'utf8')
 
 /** With tracing on and an identity provider as well, so that the OTLP and AUTH_JWT_* settings, read only then, count. */
 const BASES = [{}, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }, { AUTH_JWT_ISSUER: 'https://id.example.com/realms/plants', AUTH_JWT_AUDIENCE: 'plantstore' }]
@@ -61,7 +61,7 @@ function documentedRows (): Row[] {
     const cells = cellsOf(line)
     return line.trim().startsWith('|') && cells[0]?.toLowerCase() === 'variable' && cells[1]?.toLowerCase() === 'default' ? [index] : []
   })
-  expect(headers, 'docs/configuration.md has exactly one table headed "| variable | default | …"').toHaveLength(1)
+  expect(headers, 'docs/reference/configuration.md has exactly one table headed "| variable | default | …"').toHaveLength(1)
   const rows: Row[] = []
   for (const line of lines.slice(headers[0]! + 2)) {
     if (!line.trim().startsWith('|')) break
@@ -91,7 +91,7 @@ function openTelemetrySources (): string {
   return texts.join('\n')
 }
 
-describe('docs/configuration.md and src/config.ts', () => {
+describe('docs/reference/configuration.md and src/config.ts', () => {
   const read = variablesReadByConfig()
 
   it('sees config.ts read its variables', () => {

@@ -1,16 +1,17 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { markdownFilesUnder } from '../helpers/markdown-files.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-/** "25 KB": the README is the front page, and the manual in docs/ holds the rest. */
-const README_LIMIT_BYTES = 25 * 1024
 
+/** The manual and the pages around it: README.md, docs/ at any depth, deploy's READMEs, the bench's records. */
 const manualPages = (): string[] => [
   'README.md',
-  ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`),
-  'deploy/kubernetes/README.md'
+  ...markdownFilesUnder('docs'),
+  ...markdownFilesUnder('deploy', (file) => file === 'README.md'),
+  ...markdownFilesUnder('bench/results')
 ]
 
 interface Link {
@@ -115,7 +116,7 @@ function problemsOf (page: string): string[] {
   return problems
 }
 
-describe('The manual: README.md, docs/*.md and deploy/kubernetes/README.md', () => {
+describe('The manual: README.md, docs/**, deploy/**/README.md and bench/results/', () => {
   it('reads GitHub anchors the way GitHub makes them', () => {
     expect(headingSlug('Behind a proxy: `TRUST_PROXY`')).toBe('behind-a-proxy-trust_proxy')
     expect(headingSlug('Browsers (CORS)')).toBe('browsers-cors')
@@ -129,11 +130,11 @@ describe('The manual: README.md, docs/*.md and deploy/kubernetes/README.md', () 
     expect(linksOf(page).map((link) => link.target)).toEqual(['one.md', 'img/two.png', 'three.md#x'])
   })
 
-  it.each(manualPages())('%s: every relative link and anchor resolves inside the repository', (page) => {
-    expect(problemsOf(page)).toEqual([])
+  it('walks docs/ into its folders', () => {
+    expect(manualPages()).toEqual(expect.arrayContaining(['docs/index.md', 'docs/reference/api/plants.md', 'deploy/kubernetes/README.md', 'bench/results/README.md']))
   })
 
-  it(`keeps README.md at most ${README_LIMIT_BYTES} bytes`, () => {
-    expect(statSync(join(ROOT, 'README.md')).size).toBeLessThanOrEqual(README_LIMIT_BYTES)
+  it.each(manualPages())('%s: every relative link and anchor resolves inside the repository', (page) => {
+    expect(problemsOf(page)).toEqual([])
   })
 })

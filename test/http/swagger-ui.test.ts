@@ -110,7 +110,7 @@ describe('Swagger UI in a real browser', () => {
     expect(read.status).toBe('200')
     expect(read.body).toContain('"name": "Swagger fern"')
     // The browser receives every digit; Swagger UI's pretty-printer (JavaScript numbers) shows ids
-    // above 2^53 rounded, which docs/api.md points out.
+    // above 2^53 rounded, which docs/reference/api/operations.md points out.
     expect(readBytes).toBe('{"id":9007199254740993,"name":"Swagger fern","tag":"ui"}')
 
     expect(patchMediaType).toBe('application/merge-patch+json')

@@ -307,7 +307,7 @@ async function writeWhileLocked (app: FastifyInstance, requests: readonly Inject
   return { answeredWhileLocked, answers }
 }
 
-/** The ETag docs/api.md gives a plant's JSON document: 27 characters of its base64url SHA-256, quoted. */
+/** The ETag docs/reference/api/plant-updates.md gives a plant's JSON document: 27 characters of its base64url SHA-256, quoted. */
 const strongEntityTag = (document: string) => `"${createHash('sha256').update(document).digest('base64url').slice(0, 27)}"`
 
 const createPatient: InjectOptions = {

@@ -138,7 +138,7 @@ describe('plantstore backup refuses', () => {
     {
       name: 'a PostgreSQL store, naming pg_dump',
       databaseUrl: 'postgres://plantstore@127.0.0.1:1/plantstore',
-      stderr: 'DATABASE_URL is a PostgreSQL store: back up PostgreSQL with pg_dump; see docs/backups.md'
+      stderr: 'DATABASE_URL is a PostgreSQL store: back up PostgreSQL with pg_dump; see docs/guides/backups.md'
     },
     {
       name: 'a store file that does not exist, and does not make one',

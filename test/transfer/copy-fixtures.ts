@@ -53,12 +53,12 @@ export function copy (from: string, to: string, cwd: string, ...more: string[]):
 }
 
 /**
- * The summary line of a successful copy, its time and rate matched loosely; `rest` follows the counts,
- * then `pattern` (a regular expression's source).
+ * The summary line of a successful copy, its time (milliseconds under a second, without a rate) and rate
+ * matched loosely; `rest` follows the counts, then `pattern` (a regular expression's source).
  */
 export function summaryLine (copied: CopiedCounts, from: string, to: string, rest = '', pattern = ''): RegExp {
   const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
-  return new RegExp(`^copied ${escaped(from)} to ${escaped(to)} in \\d+\\.\\d s( \\(\\d+ plants/s\\))?: ${escaped(counts(copied) + rest)}${pattern}\\n$`)
+  return new RegExp(`^copied ${escaped(from)} to ${escaped(to)} in (\\d{1,3} ms|\\d+\\.\\d s( \\(\\d+ plants/s\\))?): ${escaped(counts(copied) + rest)}${pattern}\\n$`)
 }
 
 export interface CopiedCounts { readonly tokens?: number, readonly subscriptions?: number, readonly plants?: number, readonly events?: number, readonly attempts?: number }

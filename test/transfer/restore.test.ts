@@ -179,7 +179,7 @@ describe('plantstore restore refuses, leaving the store as it was', () => {
     {
       kind: 'a PostgreSQL store',
       databaseUrl: 'postgresql://plantstore@127.0.0.1:1/plantstore',
-      stderr: 'DATABASE_URL is a PostgreSQL store: restore PostgreSQL with pg_restore, or copy a SQLite backup into it with plantstore copy; see docs/backups.md'
+      stderr: 'DATABASE_URL is a PostgreSQL store: restore PostgreSQL with pg_restore, or copy a SQLite backup into it with plantstore copy; see docs/guides/backups.md'
     }
   ]
   for (const { kind, databaseUrl, stderr } of stores) {

@@ -35,7 +35,7 @@ async function openInstance (databaseUrl: string): Promise<{ app: FastifyInstanc
 
 /**
  * Writes plant `index`: created on one instance, one plant in four renamed on the next, one in ten deleted on the
- * third, each write answered as docs/api.md says. Returns the events the writes must cause, in commit order.
+ * third, each write answered as docs/reference/api/ says. Returns the events the writes must cause, in commit order.
  */
 async function writePlant (apps: readonly FastifyInstance[], index: number): Promise<ExpectedEvent[]> {
   const id = 7000 + index

@@ -36,7 +36,7 @@ function hasJwtForm (token: string): boolean {
 }
 
 /**
- * Access tokens from the organisation's identity provider (docs/identity-providers.md): a JWT whose
+ * Access tokens from the organisation's identity provider (docs/reference/jwt.md): a JWT whose
  * signature verifies with a key of the issuer's set, allowed algorithm, `iss`, `aud`, `exp` present and not
  * past, `nbf` and `iat` not in the future (within the tolerance), and a subject. Its scopes come from the
  * configured claim.

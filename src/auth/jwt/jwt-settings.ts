@@ -4,7 +4,7 @@ import { ConfigError, integerVariable, valueOf, type Env, type ReadVariable } fr
 export const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const
 export type JwtAlgorithm = typeof JWT_ALGORITHMS[number]
 
-/** How JWT access tokens from the organisation's identity provider are judged (docs/identity-providers.md). */
+/** How JWT access tokens from the organisation's identity provider are judged (docs/reference/jwt.md). */
 export interface JwtSettings {
   /** The `iss` a token must carry, exactly as the provider writes it. */
   readonly issuer: string

@@ -12,7 +12,7 @@ export interface ExportRoutesOptions {
   readonly store: Pick<PlantStore, 'list'>
 }
 
-/** `GET /admin/export`: every plant as NDJSON, streamed page by page (docs/api.md, "Export: `/admin/export`"). */
+/** `GET /admin/export`: every plant as NDJSON, streamed page by page (docs/reference/api/export.md). */
 export async function exportRoutes (app: FastifyInstance, options: ExportRoutesOptions): Promise<void> {
   const { store } = options
   app.get('', {

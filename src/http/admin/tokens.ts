@@ -12,7 +12,7 @@ import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, createdW
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-/** `/admin/tokens`: access tokens as data (docs/api.md, "Access tokens: `/admin/tokens`"). */
+/** `/admin/tokens`: access tokens as data (docs/reference/api/tokens.md). */
 export async function accessTokenRoutes (app: FastifyInstance, options: { readonly accessTokens: AccessTokenRegistry }): Promise<void> {
   const { accessTokens } = options
   const tokens = app.withTypeProvider<TypeBoxTypeProvider>()

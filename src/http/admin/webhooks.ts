@@ -23,7 +23,7 @@ export interface WebhookRoutesOptions {
 
 const ADMIN_SECURITY = bearerSecurity('admin')
 
-/** `/admin/webhooks`: subscriptions and their delivery attempts (docs/api.md, "Webhooks: `/admin/webhooks`"). */
+/** `/admin/webhooks`: subscriptions and their delivery attempts (docs/reference/api/webhooks.md). */
 export async function webhookRoutes (app: FastifyInstance, options: WebhookRoutesOptions): Promise<void> {
   const { webhooks, secrets, allowPrivateNetworks } = options
   const routes = app.withTypeProvider<TypeBoxTypeProvider>()

@@ -2,18 +2,18 @@ import pg from 'pg'
 import { openPostgresConnection } from './connection.js'
 import {
   ARRAY_TYPES, arraysOf, asUnavailable, clientConfig, columnList, connectedClient, decodeRow, encodeCell, existingTables, fromArrays,
-  ignoreError, KNOWN_VERSION, query, SCALAR_TYPES, selectList, storedSchemaVersion, timeOfMicros, type PostgresCopyOptions
+  ignoreError, KNOWN_VERSION, query, SCALAR_TYPES, selectList, storedSchemaVersion, timeOfMicros
 } from './store-rows.js'
 import { announceTokenChange } from './token-changes.js'
 import { SchemaTooNewError } from '../migration.js'
-import { MARKER_COLUMNS, markerOfRow, markerValues, NAMED_TOKENS, type CopyTarget, type MarkerRow, type TargetBatch, type TargetState } from '../store-copy.js'
+import { MARKER_COLUMNS, markerOfRow, markerValues, NAMED_TOKENS, type CopyConnectionOptions, type CopyTarget, type MarkerRow, type TargetBatch, type TargetState } from '../store-copy.js'
 
 /**
  * A PostgreSQL store to copy into: each batch is one transaction of multi-row inserts from arrays
  * (`INSERT … SELECT FROM unnest(…)`). Instances may run on it meanwhile; the token revision tells them
  * to read the copied tokens.
  */
-export function postgresCopyTarget (url: string, options: PostgresCopyOptions): CopyTarget {
+export function postgresCopyTarget (url: string, options: CopyConnectionOptions): CopyTarget {
   let pool: pg.Pool | undefined
   let client: pg.PoolClient | undefined
   const batch = (client: pg.PoolClient): TargetBatch => ({

@@ -58,7 +58,7 @@ export const postgresMigrations: ReadonlyArray<Migration<pg.PoolClient, Promise<
     version: 3,
     name: 'an index for the pages of one tag',
     // Building it holds off writes to plants for as long as it takes on a large table; an index built
-    // beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/deployment.md, "Scaling out on PostgreSQL").
+    // beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/guides/upgrading.md, "Large PostgreSQL tables").
     sql: 'CREATE INDEX IF NOT EXISTS plants_tag_id ON plants (tag, id);'
   },
   {
@@ -144,7 +144,7 @@ export const postgresMigrations: ReadonlyArray<Migration<pg.PoolClient, Promise<
     name: 'an index of the due outbox rows of each webhook subscription',
     // A claim reads each subscription's oldest due rows through it, however long another subscription's
     // backlog. Building it holds off writes to the outbox for as long as it takes on a large one; an index
-    // built beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/deployment.md, "Upgrading").
+    // built beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/guides/upgrading.md, "Large PostgreSQL tables").
     sql: 'CREATE INDEX IF NOT EXISTS webhook_outbox_subscription_due ON webhook_outbox (subscription_id, next_attempt_at, id) WHERE failed_at IS NULL;'
   },
   {

@@ -10,8 +10,8 @@ const MAX_READ_BATCH_SIZE = 500
 /*
  * The statements select each row's `id, name, tag` and nothing more: the JSON documents are built from the
  * fields' text in this process, by plant-documents-query.ts. Built in SQL instead (`to_json`), the same
- * page cost the database more CPU than it saved this process, and the database is the part that does not
- * scale out.
+ * page cost the database more CPU than it saved this process (bench/results/2026-11-23-1052-fixed-cost.md),
+ * and the database is the part that does not scale out.
  */
 const READ_PLANTS = { name: 'plantstore-read-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
 /**

@@ -3,14 +3,8 @@ import { postgresMigrations } from './migrations.js'
 import { BIGINT_AS_BIGINT } from './connection.js'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { StoreUnavailableError } from '../plant-store.js'
-import { assertCopiableSchema, type StoreSnapshot } from '../store-copy.js'
+import { assertCopiableSchema, type CopyConnectionOptions, type StoreSnapshot } from '../store-copy.js'
 import { selectedColumn, type Cell, type ColumnType, type StoreRow, type StoreTable } from '../store-rows.js'
-
-export interface PostgresCopyOptions {
-  readonly connectTimeoutMs: number
-  /** How long one statement may take before the copy gives up on the server. */
-  readonly queryTimeoutMs: number
-}
 
 /** The newest schema this release knows. */
 export const KNOWN_VERSION = latestVersion(postgresMigrations)
@@ -24,7 +18,7 @@ export const SCALAR_TYPES: Record<ColumnType, string> = { int64: 'bigint', int32
  * A PostgreSQL store read inside one REPEATABLE READ READ ONLY transaction, on a connection of its own:
  * every page sees the store as it was at the first read, and the source is never changed.
  */
-export async function openPostgresSnapshot (url: string, options: PostgresCopyOptions): Promise<StoreSnapshot> {
+export async function openPostgresSnapshot (url: string, options: CopyConnectionOptions): Promise<StoreSnapshot> {
   const client = await connectedClient(url, options)
   let schemaVersion = 0
   try {
@@ -57,7 +51,7 @@ export async function openPostgresSnapshot (url: string, options: PostgresCopyOp
 export const ignoreError = () => {}
 
 /** A connection of the copy's own: BIGINT parsed to `bigint`, never through a double. */
-export function clientConfig (url: string, options: PostgresCopyOptions): pg.ClientConfig {
+export function clientConfig (url: string, options: CopyConnectionOptions): pg.ClientConfig {
   return {
     connectionString: url,
     connectionTimeoutMillis: options.connectTimeoutMs,
@@ -69,7 +63,7 @@ export function clientConfig (url: string, options: PostgresCopyOptions): pg.Cli
 }
 
 /** A connected client; an outage is a StoreUnavailableError. */
-export async function connectedClient (url: string, options: PostgresCopyOptions): Promise<pg.Client> {
+export async function connectedClient (url: string, options: CopyConnectionOptions): Promise<pg.Client> {
   const client = new pg.Client(clientConfig(url, options))
   client.on('error', ignoreError)
   try {

@@ -56,7 +56,7 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
     version: 3,
     name: 'an index for the pages of one tag',
     // Covering: a tag's page is read from the index alone, in id order, without a lookup of each row
-    // in the table, which made it cost about half as much again as an unfiltered page (docs/benchmarks.md).
+    // in the table, which made it cost about half as much again as an unfiltered page (bench/results/2026-11-23-1510-issue-12-updates.md).
     sql: 'CREATE INDEX plants_tag_id ON plants (tag, id, name);'
   },
   {

@@ -30,7 +30,7 @@ export function sqlitePlantReads (
   const searcher = new Searcher(file, options.statementTimeoutMs)
 
   // The GETs of one event-loop turn share one statement: one read transaction and one pass through the
-  // driver for all of them costs about a third of a statement each.
+  // driver for all of them costs about a third of a statement each (bench/results/2026-11-23-1052-fixed-cost.md).
   const reads = new ReadBatch<bigint, PlantJson>(async (ids) => {
     const plants = unlessTransient(() => selectPlants.all(`[${ids.join(',')}]`))
     return new Map(plants.map((json) => [idOfDocument(json), json]))

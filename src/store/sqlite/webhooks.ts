@@ -91,7 +91,7 @@ export function sqliteWebhookStore (db: SqliteDatabase, writer: SqliteWriter): W
     },
     async settle (owner, attempts) {
       // Only what the writer records crosses to its thread: copying bodies, URLs and secrets there cost
-      // a fifth of the dispatcher's time (docs/benchmarks.md).
+      // a fifth of the dispatcher's time (bench/results/2026-11-26-1412-issue-26-fast-day-costs.md).
       if (attempts.length === 0) return
       await command('settle', { owner, attempts: attempts.map(settledRecordOf) })
     },
