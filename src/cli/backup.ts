@@ -18,7 +18,7 @@ The store is only read. The backup runs at a low CPU priority and pauses between
 service keeps most of its rate. FILE is written next to its final name under a temporary one, flushed
 to disk, and only then renamed: an interrupted backup or a full disk never leaves a partial FILE.
 FILE is a whole store, one file; restore it with plantstore restore. Tokens given in PLANTSTORE_TOKENS
-are configuration, not part of the store: keep them apart. For PostgreSQL use pg_dump (docs/backups.md).
+are configuration, not part of the store: keep them apart. For PostgreSQL use pg_dump (docs/guides/backups.md).
 
 Options:
   --force        replace FILE if it exists (without it an existing FILE is refused and left untouched)

@@ -11,8 +11,8 @@ export function postgresStoreTransfer (url: string): StoreTransfer {
     location: locatePostgres(url),
     file (command) {
       throw new StoreTransferUnsupportedError(command === 'backup'
-        ? 'DATABASE_URL is a PostgreSQL store: back up PostgreSQL with pg_dump; see docs/backups.md'
-        : 'DATABASE_URL is a PostgreSQL store: restore PostgreSQL with pg_restore, or copy a SQLite backup into it with plantstore copy; see docs/backups.md')
+        ? 'DATABASE_URL is a PostgreSQL store: back up PostgreSQL with pg_dump; see docs/guides/backups.md'
+        : 'DATABASE_URL is a PostgreSQL store: restore PostgreSQL with pg_restore, or copy a SQLite backup into it with plantstore copy; see docs/guides/backups.md')
     },
     openCopySource: (options) => openPostgresSnapshot(url, options),
     copyTarget: (options) => postgresCopyTarget(url, options)
