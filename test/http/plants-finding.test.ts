@@ -65,6 +65,10 @@ describe.each(backends)('Finding plants on $name', (backend) => {
     await createAll(app, ORDER_PLANTS)
 
     expect(await walkIds(app, '/plants?sort=name&limit=5')).toEqual(BY_NAME)
+    // Pages that end inside a run of equal names (the three named `a`), and a page a plant.
+    expect(await walkIds(app, '/plants?sort=name&limit=3')).toEqual(BY_NAME)
+    expect(await walkIds(app, '/plants?sort=name&limit=1')).toEqual(BY_NAME)
+    expect(await walkIds(app, '/plants?sort=-name&limit=2')).toEqual([...BY_NAME].reverse())
     expect(await walkIds(app, '/plants?sort=-name&limit=4')).toEqual([...BY_NAME].reverse())
     expect(await walkIds(app, '/plants?sort=-id&limit=5')).toEqual(ORDER_PLANTS.map((plant) => plant.id).sort((a, b) => b - a))
     expect(await walkIds(app, '/plants?sort=-id&after=5')).toEqual([4, 3, 2, 1, -12])

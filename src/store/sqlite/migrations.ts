@@ -190,9 +190,12 @@ const FOLD_BATCH = 5000
 
 /** Folds the names of up to FOLD_BATCH plants that have no folded name yet; how many it folded. */
 function foldStoredNames (db: SqliteDatabase): number {
+  // Ids as `bigint` whatever the connection's default: a double would miss the row of an id above 2^53.
   const plants = db.prepare<[number], { id: bigint, name: string }>(
-    'SELECT id, name FROM plants WHERE name_folded IS NULL ORDER BY id LIMIT ?').all(FOLD_BATCH)
+    'SELECT id, name FROM plants WHERE name_folded IS NULL ORDER BY id LIMIT ?').safeIntegers(true).all(FOLD_BATCH)
   const fold = db.prepare<[string, bigint]>('UPDATE plants SET name_folded = ? WHERE id = ?')
-  for (const { id, name } of plants) fold.run(foldName(name), id)
-  return plants.length
+  let folded = 0
+  for (const { id, name } of plants) folded += fold.run(foldName(name), id).changes
+  if (folded !== plants.length) throw new Error(`folding stored names: ${plants.length - folded} of ${plants.length} plants were not found again`)
+  return folded
 }

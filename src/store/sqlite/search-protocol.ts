@@ -14,7 +14,11 @@ export type SearchRequest =
   | { readonly page: PageRequest }
   | { readonly count: PlantFilter }
 
+/** The thread's first message, once its connection is open: a search's time counts from then. */
+export const SEARCH_THREAD_READY = 'ready'
+
 export type SearchReply =
+  | typeof SEARCH_THREAD_READY
   | { readonly page: PlantPage }
   | { readonly count: number }
   | { readonly error: { readonly code: string | undefined, readonly message: string } }

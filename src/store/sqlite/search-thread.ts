@@ -6,7 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from './driver.js'
 import { PlantPages } from './plant-pages.js'
-import type { SearchReply, SearchRequest, SearchThreadData } from './search-protocol.js'
+import { SEARCH_THREAD_READY, type SearchReply, type SearchRequest, type SearchThreadData } from './search-protocol.js'
 
 if (parentPort === null) throw new Error('search-thread.js runs in the worker thread that Searcher starts')
 const port = parentPort
@@ -15,6 +15,7 @@ const { file } = workerData as SearchThreadData
 const db = new Database(file, { readonly: true, fileMustExist: true })
 db.defaultSafeIntegers(true)
 const pages = new PlantPages(db)
+port.postMessage(SEARCH_THREAD_READY satisfies SearchReply)
 
 port.on('message', (request: SearchRequest) => {
   try {

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { PageRequest, PlantFilter, PlantPage } from '../plant-store.js'
 import { StoreUnavailableError } from '../plant-store.js'
-import type { SearchReply, SearchRequest, SearchThreadData } from './search-protocol.js'
+import { SEARCH_THREAD_READY, type SearchReply, type SearchRequest, type SearchThreadData } from './search-protocol.js'
 
 /** Where the search thread starts: as for the writer thread (writer.ts), compiled or from its source. */
 const THREAD_ENTRY = import.meta.url.endsWith('.ts')
@@ -29,6 +29,8 @@ export class Searcher {
   readonly #queue: Job[] = []
   #running: Job | undefined
   #timer: NodeJS.Timeout | undefined
+  /** Whether the thread has opened its connection: a search is timed from then, not from the thread's start. */
+  #ready = false
 
   constructor (private readonly file: string, private readonly statementTimeoutMs: number) {}
 
@@ -66,15 +68,21 @@ export class Searcher {
     }
     const worker = this.started()
     worker.ref()
-    this.#timer = setTimeout(() => { this.timedOut(worker) }, this.statementTimeoutMs)
+    if (this.#ready) this.startTimer(worker)
     worker.postMessage(job.request)
   }
 
   private started (): Worker {
     if (this.#worker !== undefined) return this.#worker
     const worker = new Worker(THREAD_ENTRY, { workerData: { file: this.file } satisfies SearchThreadData })
+    this.#ready = false
     worker.on('message', (reply: SearchReply) => {
       if (this.#worker !== worker) return
+      if (reply === SEARCH_THREAD_READY) {
+        this.#ready = true
+        if (this.#running !== undefined) this.startTimer(worker)
+        return
+      }
       const job = this.#running
       clearTimeout(this.#timer)
       if (job === undefined) return
@@ -93,6 +101,10 @@ export class Searcher {
     worker.on('exit', (code) => { failed(new Error(`exit code ${code}`)) })
     this.#worker = worker
     return worker
+  }
+
+  private startTimer (worker: Worker): void {
+    this.#timer = setTimeout(() => { this.timedOut(worker) }, this.statementTimeoutMs)
   }
 
   private timedOut (worker: Worker): void {
