@@ -2,8 +2,8 @@ import type { SqliteDatabase } from './driver.js'
 import { unpackCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
 import { plantJson } from '../plant-document.js'
 import { foldName } from '../plant-names.js'
-import { recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
-import { decideChange, idOf, type ChangeOperation, type WriteOperation } from '../write-operations.js'
+import { recordOfRow, sameState, type PlantRecord, type PlantRow } from '../plant-store.js'
+import { decideChange, idOf, type ChangeOperation, type PlanOperation, type WriteOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
 
 interface Subscriber { readonly id: string, readonly events: string }
@@ -12,6 +12,8 @@ interface Subscriber { readonly id: string, readonly events: string }
 type CreateEffect = Extract<WriteEffect, { readonly inserted: boolean }>
 
 const INSERTED: CreateEffect = { inserted: true }
+const WRITTEN_PLAN: WriteEffect = { planned: { status: 'written' } }
+const STALE_PLAN: WriteEffect = { planned: { status: 'stale' } }
 
 /** The writer thread's plant writes, each batch in one transaction. */
 export interface PlantWrites {
@@ -89,9 +91,27 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     return { inserted: false, existing: select.get(plant.id) }
   }
 
+  /** A plan: its expectations checked against the rows, then its changes applied in order, each with its events. */
+  const writePlan = ({ plan }: PlanOperation): WriteEffect => {
+    for (const [id, expected] of plan.expected) {
+      const row = select.get(id)
+      if (!sameState(row === undefined ? undefined : recordOfRow(row), expected)) return STALE_PLAN
+    }
+    for (const { id, after } of plan.changes) {
+      if (after !== undefined) {
+        store(select.get(id), after)
+      } else if (remove.run(id).changes === 1 && subscribers.length > 0) {
+        recordEvent('plant.deleted', id, deletedPlantBody(id))
+      }
+    }
+    return WRITTEN_PLAN
+  }
+
   const write = db.transaction((operations: readonly WriteOperation[]) => {
     subscribers = subscriptions.all()
-    return operations.map((operation) => operation.kind === 'create' ? create(operation.plant) : change(operation))
+    return operations.map((operation) => operation.kind === 'create'
+      ? create(operation.plant)
+      : operation.kind === 'plan' ? writePlan(operation) : change(operation))
   })
   const createAll = db.transaction((plants: readonly PlantRecord[]): CreateEffects => {
     subscribers = subscriptions.all()

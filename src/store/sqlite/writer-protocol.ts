@@ -3,7 +3,7 @@
  * (writer-thread.ts). They cross by structured clone, so ids stay `bigint`.
  */
 import { plantRecord, type PlantRecord, type PlantRow } from '../plant-store.js'
-import type { ChangeOutcome, WriteOperation } from '../write-operations.js'
+import type { ChangeOutcome, PlanOutcome, WriteOperation } from '../write-operations.js'
 import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscriptionRecord, OutboxRow, SettledAttempt, StoredSecretReplacement } from '../webhook-store.js'
 
 /** What the writer thread is started with: its `workerData`. */
@@ -20,6 +20,7 @@ export type WriteEffect =
   | { readonly inserted: true }
   | { readonly inserted: false, readonly existing: PlantRow | undefined }
   | { readonly outcome: ChangeOutcome }
+  | { readonly planned: PlanOutcome }
 
 /** The part of a claimed delivery the writer needs to record an attempt; its body, URL and secret stay behind. */
 export type SettledDelivery = Pick<ClaimedDelivery, 'id' | 'subscriptionId' | 'eventId' | 'type' | 'attempts'>
