@@ -162,8 +162,10 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
     version: 10,
     name: 'indexes for pages in name order and for searches',
     // Names in the BINARY collation, the order of their UTF-8 bytes: Unicode code points. The search index is
-    // FTS5's trigram tokenizer over the folded names, kept in step by triggers with the plants table, which
-    // holds the text ('external content'); case_sensitive 1, since the names are folded already.
+    // FTS5's trigram tokenizer over the folded names, whose text the plants table holds ('external content');
+    // case_sensitive 1, since the names are folded already. Writes do not index: triggers note each changed
+    // id in plant_search_pending, with the text the index holds for it, and the writer indexes them in bulk
+    // (search-index.ts), at a third of the cost; a search reads the pending plants' names meanwhile.
     sql: `
       DROP INDEX plants_unfolded;
       CREATE INDEX plants_name_id ON plants (name, id);
@@ -172,15 +174,18 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
         name_folded, content = 'plants', content_rowid = 'id', tokenize = 'trigram case_sensitive 1', detail = full
       );
       INSERT INTO plant_name_search (plant_name_search) VALUES ('rebuild');
-      CREATE TRIGGER plant_name_search_insert AFTER INSERT ON plants BEGIN
-        INSERT INTO plant_name_search (rowid, name_folded) VALUES (new.id, new.name_folded);
+      CREATE TABLE plant_search_pending (
+        id      INTEGER PRIMARY KEY,
+        indexed TEXT
+      ) STRICT;
+      CREATE TRIGGER plant_search_pending_insert AFTER INSERT ON plants BEGIN
+        INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (new.id, NULL);
       END;
-      CREATE TRIGGER plant_name_search_delete AFTER DELETE ON plants BEGIN
-        INSERT INTO plant_name_search (plant_name_search, rowid, name_folded) VALUES ('delete', old.id, old.name_folded);
+      CREATE TRIGGER plant_search_pending_update AFTER UPDATE OF name_folded ON plants BEGIN
+        INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (old.id, old.name_folded);
       END;
-      CREATE TRIGGER plant_name_search_update AFTER UPDATE OF name_folded ON plants BEGIN
-        INSERT INTO plant_name_search (plant_name_search, rowid, name_folded) VALUES ('delete', old.id, old.name_folded);
-        INSERT INTO plant_name_search (rowid, name_folded) VALUES (new.id, new.name_folded);
+      CREATE TRIGGER plant_search_pending_delete AFTER DELETE ON plants BEGIN
+        INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (old.id, old.name_folded);
       END;
     `
   }

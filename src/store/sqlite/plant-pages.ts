@@ -24,13 +24,22 @@ const AFTER: Record<PlantOrder, string> = { id: 'id > @afterId', '-id': 'id < @a
 function conditions (tagged: boolean, plan: SearchPlan, after: string | undefined): string {
   const all = [
     ...(tagged ? ['tag = @tag'] : []),
-    // A trigram phrase matches where its trigrams stand next to each other: exactly where the text holds it.
-    ...(plan === 'index' ? ['id IN (SELECT rowid FROM plant_name_search WHERE plant_name_search MATCH @phrase)'] : []),
+    ...(plan === 'index' ? [`id IN (${INDEXED_MATCHES})`] : []),
     ...(plan === 'scan' ? ['instr(name_folded, @folded) > 0'] : []),
     ...(after === undefined ? [] : [after])
   ]
   return all.length === 0 ? '' : `WHERE ${all.join(' AND ')}`
 }
+
+/**
+ * The ids of the plants a search of three characters or more finds: those the trigram index finds (a
+ * phrase matches where its trigrams stand next to each other, exactly where the text holds it), but for
+ * the plants the writes noted since the index was last brought up to date (search-index.ts), whose names
+ * are read instead.
+ */
+const INDEXED_MATCHES = 'SELECT rowid FROM plant_name_search WHERE plant_name_search MATCH @phrase ' +
+  'EXCEPT SELECT id FROM plant_search_pending ' +
+  'UNION SELECT id FROM plant_search_pending JOIN plants USING (id) WHERE instr(plants.name_folded, @folded) > 0'
 
 /** An FTS5 phrase: the text between double quotes, each of its own double quotes doubled. */
 function phraseOf (folded: string): string {
@@ -58,7 +67,7 @@ export class PlantPages {
     const parameters: Record<string, unknown> = { limit: request.limit + 1 }
     if (tagged) parameters.tag = request.tag
     if (search.plan === 'index') parameters.phrase = phraseOf(search.folded as string)
-    if (search.plan === 'scan') parameters.folded = search.folded
+    if (search.plan !== 'none') parameters.folded = search.folded
     if (after !== undefined) {
       if (typeof after === 'bigint') parameters.afterId = after
       else Object.assign(parameters, { afterId: after.id, afterName: after.name })
@@ -72,14 +81,14 @@ export class PlantPages {
     const tagged = filter.tag !== undefined
     const search = searchOf(filter.q)
     const statement = this.statement(`count ${tagged} ${search.plan}`, () =>
-      // A search alone is counted in the search index, without a look at the plants.
+      // A search alone is counted in the search index (and the noted plants), without a look at the others.
       !tagged && search.plan === 'index'
-        ? 'SELECT count(*) FROM plant_name_search WHERE plant_name_search MATCH @phrase'
+        ? `SELECT count(*) FROM (${INDEXED_MATCHES})`
         : `SELECT count(*) FROM plants ${conditions(tagged, search.plan, undefined)}`, true)
     const parameters: Record<string, unknown> = {}
     if (tagged) parameters.tag = filter.tag
     if (search.plan === 'index') parameters.phrase = phraseOf(search.folded as string)
-    if (search.plan === 'scan') parameters.folded = search.folded
+    if (search.plan !== 'none') parameters.folded = search.folded
     return Number(statement.get(parameters))
   }
 

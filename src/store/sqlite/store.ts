@@ -6,6 +6,7 @@ import { sqliteTokenStore } from './tokens.js'
 import { sqliteWebhookStore } from './webhooks.js'
 import { sqliteGroupCommit } from './write-batch.js'
 import { SqliteWriter } from './writer.js'
+import { SearchIndexUpkeep } from './search-upkeep.js'
 import { groupCommittedWrites } from '../group-commit.js'
 import { StoreUnavailableError, type PlantStore } from '../plant-store.js'
 
@@ -38,7 +39,11 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   // Reads a page of the plants table, so a missing or unreadable file fails readiness.
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
   const writer = new SqliteWriter({ file, busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS })
-  const writes = sqliteGroupCommit(writer, options.onBatchCommitted)
+  const searchIndex = new SearchIndexUpkeep(writer)
+  const writes = sqliteGroupCommit(writer, (size) => {
+    searchIndex.written(size)
+    options.onBatchCommitted?.(size)
+  })
   const { close: closeReads, ...reads } = sqlitePlantReads(db, file, {
     statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
     onReadBatch: options.onReadBatch
@@ -75,6 +80,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     async close () {
       await closeReads()
       await writes.whenIdle()
+      await searchIndex.close()
       await writer.close()
       if (db.open) db.close()
     }
