@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, expectError, postPlant, removePlantsAfterTest, sharedTestApp } from '../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, postPlant, sharedTestApp, withoutPlants } from '../helpers/app.js'
 
 const ID_PARAMETER_RULE = 'path parameter id must be a canonical decimal integer from -9223372036854775808 to 9223372036854775807'
 const MIN = '-9223372036854775808'
@@ -30,8 +30,8 @@ async function walkPages (app: FastifyInstance, firstUrl: string, between: (page
   return pages
 }
 
-// Tests of one plant share one app per backend (each on ids of its own, or removing the int64 edge it
-// made); the tests of GET /plants list the whole store, so each builds its own.
+// Tests of one plant share one app per backend (each on ids of its own, or first deleting the int64
+// edge it needs); the tests of GET /plants list the whole store, so each builds its own.
 describe.each(backends)('Reading, listing and deleting plants on $name', (backend) => {
   const build = async () => buildTestApp({ store: await backend.open() })
   const shared = sharedTestApp(backend)
@@ -58,8 +58,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it.each([MIN, MAX, '9007199254740993', '-9007199254740993'])('finds id %s and writes it with every digit', async (id) => {
-      const app = shared()
-      removePlantsAfterTest(app, id)
+      const app = await withoutPlants(shared(), id)
       expect((await postPlant(app, `{"id":${id},"name":"edge"}`)).statusCode).toBe(200)
 
       const response = await get(app, `/plants/${id}`)
@@ -140,9 +139,8 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it.each([MIN, MAX])('deletes id %s exactly, not a neighbour', async (id) => {
-      const app = shared()
       const neighbour = (BigInt(id) + (id === MIN ? 1n : -1n)).toString()
-      removePlantsAfterTest(app, id, neighbour)
+      const app = await withoutPlants(shared(), id, neighbour)
       await createAll(app, [id, neighbour])
 
       expect((await remove(app, `/plants/${id}`)).statusCode).toBe(204)

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, expectError, expectNothingStored, postPlant, removePlantsAfterTest, sharedTestApp } from '../helpers/app.js'
+import { backends, bearer, expectError, expectNothingStored, postPlant, sharedTestApp, withoutPlants } from '../helpers/app.js'
 
 const ID_RULE = 'id must be an integer from -9223372036854775808 to 9223372036854775807'
 
-// One app per backend for the file: each test uses ids of its own, or removes the int64 edge it made.
+// One app per backend for the file: each test uses ids of its own, or first deletes the int64 edge it needs.
 describe.each(backends)('NewPlant field rules on $name', (backend) => {
   const shared = sharedTestApp(backend)
   let lastId = 1000
@@ -24,8 +24,7 @@ describe.each(backends)('NewPlant field rules on $name', (backend) => {
       ['the largest int64 in exponent form', '92233720368547758.07e2', '/plants/9223372036854775807'],
       ['a long integer with a negative exponent', '12300e-2', '/plants/123']
     ])('accepts %s exactly', async (_case, literal, location) => {
-      const app = shared()
-      removePlantsAfterTest(app, location.slice('/plants/'.length))
+      const app = await withoutPlants(shared(), location.slice('/plants/'.length))
 
       const response = await postPlant(app, `{"id":${literal},"name":"Fern"}`)
 
@@ -34,8 +33,7 @@ describe.each(backends)('NewPlant field rules on $name', (backend) => {
     })
 
     it('keeps 2^53 and 2^53 + 1 apart', async () => {
-      const app = shared()
-      removePlantsAfterTest(app, '9007199254740992', '9007199254740993')
+      const app = await withoutPlants(shared(), '9007199254740992', '9007199254740993')
       await postPlant(app, '{"id":9007199254740992,"name":"even"}')
 
       const neighbour = await postPlant(app, '{"id":9007199254740993,"name":"odd"}')
