@@ -128,13 +128,16 @@ export interface SuiteStore {
   readonly remove: () => Promise<void>
 }
 
+/** The in-memory store: what buildTestApp uses when given no store. */
+export const memoryBackend: Backend = {
+  name: 'memory',
+  open: async () => openMemoryStore(),
+  openForSuite: async () => ({ store: openMemoryStore(), remove: async () => {} })
+}
+
 /** Every backend the HTTP suites and the store contract run over. */
 export const backends: readonly Backend[] = [
-  {
-    name: 'memory',
-    open: async () => openMemoryStore(),
-    openForSuite: async () => ({ store: openMemoryStore(), remove: async () => {} })
-  },
+  memoryBackend,
   {
     name: 'sqlite',
     open: async () => openSqliteStore(join(temporaryFolder(), 'plants.db')),

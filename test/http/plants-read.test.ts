@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, expectError, postPlant, sharedTestApp, withoutPlants } from '../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, memoryBackend, postPlant, sharedTestApp, withoutPlants } from '../helpers/app.js'
 
 const ID_PARAMETER_RULE = 'path parameter id must be a canonical decimal integer from -9223372036854775808 to 9223372036854775807'
 const MIN = '-9223372036854775808'
@@ -271,7 +271,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
 })
 
 describe('Authentication of the read and delete operations', () => {
-  const shared = sharedTestApp(backends.find(({ name }) => name === 'memory') ?? backends[0]!)
+  const shared = sharedTestApp(memoryBackend)
 
   it.each([
     ['GET', '/plants/1'],

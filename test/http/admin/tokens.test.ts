@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../../../src/auth/tokens.js'
-import { backends, bearer, buildTestApp, expectError, expectNothingStored, postPlant, sharedTestApp, TEST_TOKEN } from '../../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, expectNothingStored, memoryBackend, postPlant, sharedTestApp, TEST_TOKEN } from '../../helpers/app.js'
 
 const ADMIN_TOKEN = 'access-tokens-admin-token-0c41'
 const READ_TOKEN = 'access-tokens-read-token-77b2'
@@ -46,7 +46,7 @@ async function madeToken (app: FastifyInstance, body: Record<string, unknown>): 
 describe('Scopes', () => {
   const build = () => buildTestApp({ tokens: ENVIRONMENT_TOKENS })
   // For the tests that are refused or find no route: nothing they send is stored.
-  const shared = sharedTestApp(backends.find(({ name }) => name === 'memory') ?? backends[0]!, { tokens: ENVIRONMENT_TOKENS })
+  const shared = sharedTestApp(memoryBackend, { tokens: ENVIRONMENT_TOKENS })
 
   it.each([
     ['GET /plants', 'GET', '/plants', undefined, 200],
