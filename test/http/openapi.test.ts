@@ -204,7 +204,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('shows, for every error status of every operation, an example whose error is that status', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, OperationObject>> }
 
     const examples = Object.entries(paths).flatMap(([path, operations]) => Object.entries(operations).flatMap(([method, operation]) =>
@@ -219,7 +219,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('writes no description that Swagger UI would read as an HTML tag and drop (code spans aside)', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const tagLike: string[] = []
     const visit = (value: unknown): void => {

@@ -100,7 +100,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it.each(['GET', 'DELETE'] as const)('refuses %s /plants/, a path without its id, with a 400 saying the id is missing', async (method) => {
-      const app = await build()
+      const app = shared()
 
       expectError(await app.inject({ method, url: '/plants/', headers: bearer() }), 400,
         `path parameter id is missing: the path ends where id belongs (a canonical decimal integer from ${MIN} to ${MAX})`)
