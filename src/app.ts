@@ -137,6 +137,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   })
 
   app.decorateRequest('accessToken', null)
+  app.decorateRequest('plantListing', null)
   // Before everything, so a request's span covers every hook. Off: nothing registered.
   if (tracing !== undefined) await app.register(tracing.requestSpans)
   // Before every other hook, so CORS headers are on every answer; and before knownRoutes (see cors.ts). Off: nothing registered.

@@ -24,7 +24,7 @@ async function main (): Promise<void> {
   const processLog = pino({ level: config.logLevel }, config.prettyLogs ? pino.transport({ target: 'pino-pretty' }) : pino.destination({ dest: 1, sync: true }))
   // Only now is the OpenTelemetry SDK loaded; with tracing off it never is.
   const tracing = config.tracing ? await startTracing(config.otlpProtocol) : undefined
-  const store = await openStore(config.databaseUrl, config.database)
+  const store = await openStore(config.databaseUrl, { ...config.database, upkeepLog: processLog })
   await checkWebhookSecrets(store, new SecretBox(config.webhooks.secretsKey, config.webhooks.previousSecretsKeys))
   const accessTokens = new AccessTokenRegistry(store.tokens, config.tokens)
   const { initialAdminToken } = await loadAccessTokens(accessTokens, processLog)

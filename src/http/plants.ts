@@ -5,7 +5,7 @@ import { bearerAuth } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { Scope } from '../store/scopes.js'
 import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
-import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
+import { ref } from '../schemas/kinds.js'
 import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplacement, StoredPlant, StoredPlantPage } from '../schemas/plants.js'
 import { plantJson, plantJsonOfMembers, plantMembersJson, type PlantJson } from '../store/plant-document.js'
 import { plantRecord, type Expectation, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
@@ -13,6 +13,8 @@ import { bearerSecurity } from './docs.js'
 import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
+import { listingOf, nextPageLink, readListing } from './plant-listing.js'
+import { prefersExactCount } from './prefer.js'
 import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface PlantsRoutesOptions {
@@ -122,31 +124,50 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   plants.get('', {
     schema: {
       operationId: 'listPlants',
-      summary: 'List plants, a page at a time',
-      description: 'Plants ordered by id ascending, negative ids first, optionally only those with one tag. ' +
-        'Pass the last id of a page as `after` to get the next one; the `Link` header with `rel="next"` names ' +
-        'that page, filter included, for as long as more plants remain, and is absent on the last page.',
+      summary: 'List, sort and search plants, a page at a time',
+      description: 'Plants in the order `sort` names: by id (the default; negative ids first) or by name, either way, ' +
+        'optionally only those with one tag and those whose name contains `q`. The `Link` header with `rel="next"` names ' +
+        'the next page, every parameter kept, for as long as more plants remain, and is absent on the last page: id orders ' +
+        'continue with `after`, name orders with `cursor`. Following the links returns every plant that exists throughout ' +
+        'exactly once, whatever is written meanwhile. With `Prefer: count=exact` the answer also counts the plants that ' +
+        'match on all pages (`X-Total-Count`); nothing is counted otherwise. `HEAD` answers with the same status and headers.',
       tags: ['plants'],
       security: READ_SECURITY,
       querystring: PlantListQuery,
+      headers: Type.Object({
+        prefer: Type.Optional(Type.String({
+          description: '`count=exact` (RFC 7240) to have the matching plants counted in `X-Total-Count`; other preferences are ignored',
+          examples: ['count=exact']
+        }))
+      }),
       response: {
         200: {
           ...StoredPlantPage,
           description: 'A page of plants, possibly empty',
-          headers: { Link: { type: 'string', description: 'RFC 8288 link to the next page: `</plants?limit=N&after=ID>; rel="next"`, with `&tag=T` when filtered' } }
+          headers: {
+            Link: {
+              type: 'string',
+              description: 'RFC 8288 link to the next page, every parameter given kept: `</plants?limit=N&after=ID>; rel="next"` ' +
+                'in an id order, `</plants?limit=N&sort=name&cursor=C>; rel="next"` in a name order'
+            },
+            'X-Total-Count': { type: 'string', description: 'With `Prefer: count=exact`: how many plants match `tag` and `q`, on all pages' },
+            'Preference-Applied': { type: 'string', description: '`count=exact` when the plants were counted' },
+            Vary: { type: 'string', description: '`Prefer`: the answer depends on it' }
+          }
         },
         ...authenticatedOperationErrors
       }
     }
   }, async (request, reply) => {
-    const { tag } = request.query
-    const limit = request.query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(request.query.limit)
-    const after = request.query.after === undefined ? undefined : BigInt(request.query.after)
-    const page = await store.list({ limit, ...(after === undefined ? {} : { after }), ...(tag === undefined ? {} : { tag }) })
-    if (page.nextAfter !== undefined) {
-      const filter = tag === undefined ? '' : `&tag=${encodeURIComponent(tag)}`
-      reply.header('link', `</plants?limit=${limit}&after=${page.nextAfter}${filter}>; rel="next"`)
-    }
+    const { query } = request
+    const listing = listingOf(query, prefersExactCount(request.headers.prefer))
+    request.plantListing = listing
+    const { page, total } = await readListing(store, listing)
+    const vary = reply.getHeader('vary')
+    reply.header('vary', vary === undefined ? 'Prefer' : `${String(vary)}, Prefer`)
+    if (total !== undefined) reply.header('x-total-count', String(total)).header('preference-applied', 'count=exact')
+    const next = nextPageLink(listing, page)
+    if (next !== undefined) reply.header('link', `<${next}>; rel="next"`)
     return sendJsonDocument(reply, page.json)
   })
 

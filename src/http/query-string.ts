@@ -43,3 +43,13 @@ export function pathOf (url: string): string {
   const queryAt = url.indexOf('?')
   return queryAt === -1 ? url : url.slice(0, queryAt)
 }
+
+/**
+ * A request target as log lines and traces show it: the text of a search (`q`) is what a user typed, and
+ * is never recorded, valid or not.
+ */
+export function withoutSearchText (url: string): string {
+  return url.includes('q=') ? url.replace(SEARCH_PARAMETER, '$1q=[redacted]') : url
+}
+
+const SEARCH_PARAMETER = /([?&])q=[^&]*/g

@@ -2,6 +2,7 @@ import { hostname } from 'node:os'
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
 import { pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type LevelWithSilentOrString, type LogFn } from 'pino'
 import { jsonString } from '../json-text.js'
+import { withoutSearchText } from './query-string.js'
 
 /** Log paths that must never be written, whatever a future serializer adds. */
 export const logRedaction = {
@@ -59,15 +60,17 @@ export class CompletedRequestLog extends LogController {
     // before its answer has closed the socket, and then absent from the line.
     const remoteAddress: string | undefined = request.ip
     const traceIds = this.#traceIdsOf === undefined ? undefined : this.#traceIdsOf(request)
+    const listing = request.plantListing
     if (this.#destination === undefined) {
       reply.log.info({
         ...(traceIds === undefined ? {} : { trace_id: traceIds.traceId, span_id: traceIds.spanId }),
         method: request.method,
-        url: request.url,
+        url: withoutSearchText(request.url),
         remoteAddress,
         statusCode: reply.statusCode,
         responseTime: reply.elapsedTime,
-        ...(request.accessToken === null ? {} : { tokenName: request.accessToken.name })
+        ...(request.accessToken === null ? {} : { tokenName: request.accessToken.name }),
+        ...(listing === null ? {} : { sort: listing.sort, searched: listing.page.q !== undefined, counted: listing.counted })
       }, 'request completed')
       return
     }
@@ -76,10 +79,11 @@ export class CompletedRequestLog extends LogController {
       // Where pino's mixin puts them on the lines logged through request.log. Hexadecimal: nothing to escape.
       (traceIds === undefined ? '' : `"trace_id":"${traceIds.traceId}","span_id":"${traceIds.spanId}",`) +
       `"method":${jsonString(request.method)},` +
-      `"url":${jsonString(request.url)},` +
+      `"url":${jsonString(withoutSearchText(request.url))},` +
       (remoteAddress === undefined ? '' : `"remoteAddress":${jsonString(remoteAddress)},`) +
       `"statusCode":${reply.statusCode},"responseTime":${reply.elapsedTime.toFixed(3)},` +
       (request.accessToken === null ? '' : `"tokenName":${jsonString(request.accessToken.name)},`) +
+      (listing === null ? '' : `"sort":"${listing.sort}","searched":${listing.page.q !== undefined},"counted":${listing.counted},`) +
       '"msg":"request completed"}\n'
     if (!this.#writeScheduled) {
       this.#writeScheduled = true

@@ -79,6 +79,7 @@ TypeRegistry.Set('DateTime', (_schema, value) => isDateTime(value))
 FormatRegistry.Set('uri', (value) => URL.canParse(value))
 FormatRegistry.Set('uuid', (value) => UUID.test(value))
 TypeRegistry.Set<IntegerTextRule>('IntegerText', (schema, value) => isIntegerText(value, schema))
+TypeRegistry.Set<{ enum: readonly string[] }>('Choice', (schema, value) => typeof value === 'string' && schema.enum.includes(value))
 TypeRegistry.Set<PlantTextRule & { type: string | string[] }>('PlantText', (schema, value) =>
   (value === null && Array.isArray(schema.type)) || plantTextViolation(value, schema) === undefined)
 
@@ -107,6 +108,10 @@ export const PlantText = (rule: PlantTextRule, description: string, example: str
       'no U+0000 or unpaired surrogates; stored exactly as sent)',
     examples: [example]
   })
+
+/** A string that must be one of `choices` (a query parameter such as `sort`); its 400 lists them. */
+export const Choice = <Value extends string>(choices: readonly Value[], description: string, example: Value) =>
+  Type.Unsafe<Value>({ [Kind]: 'Choice', type: 'string', enum: [...choices], description, examples: [example] })
 
 export const DateTime = (description: string) => Type.Unsafe<string>({
   [Kind]: 'DateTime',

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { component, Int64, IntegerText, PageCursor, PageLimit, PlantText, ref } from './kinds.js'
+import { Choice, component, Int64, IntegerText, PageCursor, PageLimit, PlantText, ref } from './kinds.js'
 
 export const NAME_RULE = { minLength: 1, maxLength: 256 }
 export const TAG_RULE = { minLength: 0, maxLength: 256 }
@@ -57,15 +57,28 @@ export const PlantIdParams = Type.Object({
 })
 export type PlantIdParams = Static<typeof PlantIdParams>
 
-export const PageQuery = Type.Object({
-  limit: PageLimit('plants'),
-  after: PageCursor('the page starts with the first plant whose id is greater (it need not exist)', 10)
-})
-export type PageQuery = Static<typeof PageQuery>
+export const PLANT_ORDERS = ['id', '-id', 'name', '-name'] as const
+export const SEARCH_RULE = { minLength: 1, maxLength: 100 }
+/** A cursor holds a name of up to 256 characters, each at most 12 in JSON escapes, in base64url, and its digest. */
+export const CURSOR_MAX_LENGTH = 4200
 
 export const PlantListQuery = Type.Object({
-  ...PageQuery.properties,
+  limit: PageLimit('plants'),
+  sort: Type.Optional(Choice(PLANT_ORDERS, 'The order of the plants: `id` (the default) or `name` ascending, `-id` or `-name` ' +
+    'descending. Names are ordered by their Unicode code points, ties by id (`-name`: exactly the reverse).', 'name')),
+  after: PageCursor('with `sort=id` (the default) the page starts with the first plant whose id is greater (it need not ' +
+    'exist); with `sort=-id`, with the greatest id below it. Not with a name order, which continues with `cursor`', 10),
+  cursor: Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: CURSOR_MAX_LENGTH,
+    description: 'Where a `sort=name` or `sort=-name` listing continues: opaque, taken only from a `Link` header, and valid only ' +
+      'with the same `sort`, `q` and `tag`',
+    examples: ['WyJGZXJuIiwiMTAiXQ.7l3s0c5kq0F2m1hV']
+  })),
   tag: Type.Optional(PlantText(TAG_RULE, 'Only plants whose tag is exactly this (empty: the empty tag; plants ' +
-    'without a tag never match)', 'tropical'))
+    'without a tag never match)', 'tropical')),
+  q: Type.Optional(PlantText(SEARCH_RULE, 'Only plants whose name contains this text, both folded ' +
+    '(`s.normalize("NFC").toUpperCase().toLowerCase()`: `strasse` finds `Straße`, `é` finds `É`); `%`, `_`, `*` and `\\` ' +
+    'are ordinary characters', 'fern'))
 })
 export type PlantListQuery = Static<typeof PlantListQuery>

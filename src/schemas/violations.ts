@@ -21,7 +21,12 @@ export function describeViolation (error: ValueError, part: string, bareFields: 
   if (error.type === ValueErrorType.ArrayUniqueItems) return `${subject} must not hold the same value twice`
   if (error.type === ValueErrorType.StringFormat && error.schema.format === 'uri') return `${subject} must be an absolute http or https URL`
   if (error.type === ValueErrorType.StringMaxLength) return `${subject} must be at most ${error.schema.maxLength} characters long`
+  if (error.type === ValueErrorType.StringMinLength) {
+    return `${subject} must be at least ${error.schema.minLength} character${error.schema.minLength === 1 ? '' : 's'} long`
+  }
   switch (error.schema[Kind]) {
+    case 'Choice':
+      return `${subject} must be one of ${(error.schema as unknown as { enum: string[] }).enum.join(', ')}`
     case 'Scope':
       return `${subject} must be one of ${SCOPES.join(', ')}`
     case 'DateTime':

@@ -6,18 +6,18 @@ import type { StoreTransfer } from './store-transfer.js'
  * Opens the store a `DATABASE_URL` names. The scheme picks the adapter; each adapter's driver is
  * imported only when that backend is chosen.
  */
-export async function openStore (databaseUrl: string, postgresOptions: PostgresOptions): Promise<PlantStore> {
+export async function openStore (databaseUrl: string, databaseOptions: PostgresOptions): Promise<PlantStore> {
   if (databaseUrl === 'memory:') {
     const { openMemoryStore } = await import('./memory/store.js')
     return openMemoryStore()
   }
   if (databaseUrl.startsWith('sqlite:')) {
     const { openSqliteStore } = await import('./sqlite/store.js')
-    return openSqliteStore(sqliteFilePath(databaseUrl))
+    return openSqliteStore(sqliteFilePath(databaseUrl), { statementTimeoutMs: databaseOptions.statementTimeoutMs })
   }
   if (isPostgresUrl(databaseUrl)) {
     const { openPostgresStore } = await import('./postgres/store.js')
-    return openPostgresStore(databaseUrl, postgresOptions)
+    return openPostgresStore(databaseUrl, databaseOptions)
   }
   throw new Error(`unsupported DATABASE_URL scheme in ${JSON.stringify(databaseUrl.split(':')[0])}`)
 }

@@ -58,16 +58,49 @@ export interface PlantPage {
   readonly json: string
   /** The last id on this page when more plants follow it; absent on the last page. */
   readonly nextAfter?: bigint
+  /** In a name order, the name of that last plant (with `nextAfter`, where the next page starts). */
+  readonly nextName?: string
 }
 
-export interface PageRequest {
-  readonly after?: bigint
-  readonly limit: number
+/**
+ * The orders a page can be read in: by id, or by name (by Unicode code points, ties by id), each either
+ * way; `-name` is exactly the reverse of `name`.
+ */
+export type PlantOrder = 'id' | '-id' | 'name' | '-name'
+
+/** Which plants a page or a count holds: those that pass every filter given (all of them when none is). */
+export interface PlantFilter {
   /** Only plants whose tag is exactly this (an index serves it); plants without a tag never match. */
   readonly tag?: string
+  /** Only plants whose folded name holds this text folded (`foldName`), as a substring; 1 to 100 characters. */
+  readonly q?: string
+}
+
+/** A plant's place in a name order: a page starts after it (exclusive). */
+export interface NamePosition {
+  readonly name: string
+  readonly id: bigint
+}
+
+interface PageSize {
+  readonly limit: number
   /** The page as NDJSON lines instead of a JSON array: what an export streams. */
   readonly lines?: boolean
 }
+
+/** A page in id order (the default), after the id `after` in that order (it need not exist), or from the start. */
+export interface IdPageRequest extends PlantFilter, PageSize {
+  readonly order?: 'id' | '-id'
+  readonly after?: bigint
+}
+
+/** A page in name order, after the plant at `after`, or from the start. */
+export interface NamePageRequest extends PlantFilter, PageSize {
+  readonly order: 'name' | '-name'
+  readonly after?: NamePosition
+}
+
+export type PageRequest = IdPageRequest | NamePageRequest
 
 export interface PlantStore {
   /** Which backend this is, for the start-up log line. */
@@ -80,11 +113,15 @@ export interface PlantStore {
   /** The plant with this id as its JSON document, or undefined. */
   get (id: bigint): Promise<PlantJson | undefined>
   /**
-   * Up to `limit` plants ordered by id ascending, starting after `after` (exclusive; it need not exist)
-   * or at the smallest id. Keyset pagination: the cost does not grow with the position in the store,
-   * nor, for a `tag`, with the number of plants that have other tags.
+   * Up to `limit` plants that pass the filter, in the request's order, starting after `after`
+   * (exclusive) or at the start. Keyset pagination read from an index: the cost does not grow with the
+   * position in the store, nor, for a `tag`, with the number of plants that have other tags. A search
+   * (`q`) shorter than its index serves reads every name, bounded by the statement timeout (a
+   * StoreUnavailableError after it).
    */
   list (page: PageRequest): Promise<PlantPage>
+  /** How many plants pass the filter; bounded by the statement timeout like a search. */
+  count (filter: PlantFilter): Promise<number>
   /**
    * Creates the plant or replaces the stored one with this id whole. Like every write below, it
    * resolves once durably committed, and only takes effect when `expected` (if given) still holds.
@@ -175,16 +212,30 @@ export function plantRecord (id: bigint, name: string, tag: string | null | unde
 
 /**
  * The page of `request.limit` plants out of `documents`, which holds the page's documents and, when more
- * plants follow, one more (read to find that out); `idOf(index)` is the id of a document.
+ * plants follow, one more (read to find that out); `idOf(index)` is the id of a document, and in a name
+ * order `nameOf(index)` its name.
  */
-export function pageOf (documents: readonly PlantJson[], request: PageRequest, idOf: (index: number) => bigint): PlantPage {
+export function pageOf (
+  documents: readonly PlantJson[],
+  request: PageRequest,
+  idOf: (index: number) => bigint,
+  nameOf?: (index: number) => string
+): PlantPage {
   const { limit } = request
   const more = documents.length > limit
   const page = more ? documents.slice(0, limit) : documents
   const json = request.lines === true
     ? (page.length === 0 ? '' : `${page.join('\n')}\n`)
     : `[${page.join(',')}]`
-  return more ? { json, nextAfter: idOf(limit - 1) } : { json }
+  if (!more) return { json }
+  const nextAfter = idOf(limit - 1)
+  if (!isNameOrder(request)) return { json, nextAfter }
+  if (nameOf === undefined) throw new Error('a page in name order needs the names of its plants')
+  return { json, nextAfter, nextName: nameOf(limit - 1) }
+}
+
+export function isNameOrder (request: PageRequest): request is NamePageRequest {
+  return request.order === 'name' || request.order === '-name'
 }
 
 /** Thrown by adapters when the database cannot serve the request right now (busy, down, full); a 503. */

@@ -5,6 +5,8 @@
  * (sqlite/store-rows.ts, postgres/store-rows.ts).
  */
 
+import { foldName } from './plant-names.js'
+
 /**
  * How a value travels between backends: `int64` as `bigint`, `int32` as `number`, `bytes` as a Buffer,
  * and `time` as microseconds since the epoch in a `bigint` (SQLite keeps `toISOString()` text, exact to
@@ -22,6 +24,11 @@ export interface StoreColumn {
   readonly since?: number
 }
 
+/** A column a target computes from a row's other cells, with this release's code: never read from a source. */
+export interface DerivedColumn extends StoreColumn {
+  readonly of: (row: StoreRow) => Cell
+}
+
 export type TableName = 'access_tokens' | 'webhook_subscriptions' | 'plants' | 'webhook_outbox' | 'webhook_attempts'
 
 export interface StoreTable {
@@ -35,6 +42,8 @@ export interface StoreTable {
    * the same row in another store, for a row whose id is taken there by another one.
    */
   readonly naturalKey?: readonly string[]
+  /** Columns the target derives from the copied ones (plants' folded names), after them. */
+  readonly derived?: readonly DerivedColumn[]
 }
 
 const column = (name: string, type: ColumnType, since?: number): StoreColumn => ({ name, type, ...(since === undefined ? {} : { since }) })
@@ -62,7 +71,8 @@ export const STORE_TABLES: readonly StoreTable[] = [
   {
     name: 'plants',
     noun: ['plant', 'plants'],
-    columns: [column('id', 'int64'), ...text('name', 'tag')]
+    columns: [column('id', 'int64'), ...text('name', 'tag')],
+    derived: [{ name: 'name_folded', type: 'text', of: (row) => foldName(row[1] as string) }]
   },
   {
     name: 'webhook_outbox',
@@ -89,6 +99,16 @@ export function storeTable (name: TableName): StoreTable {
   const table = STORE_TABLES.find((candidate) => candidate.name === name)
   if (table === undefined) throw new Error(`no table ${name}`)
   return table
+}
+
+/** The table as a target writes it: its columns, then those it derives. */
+export function writtenTable (table: StoreTable): StoreTable {
+  return table.derived === undefined ? table : { ...table, columns: [...table.columns, ...table.derived] }
+}
+
+/** A row as a target writes it: its cells, then the derived ones. */
+export function writtenRow (table: StoreTable, row: StoreRow): StoreRow {
+  return table.derived === undefined ? row : [...row, ...table.derived.map((derived) => derived.of(row))]
 }
 
 /** A column as a SELECT of a store at `schemaVersion` names it: NULL when that schema lacks it. */

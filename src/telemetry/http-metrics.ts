@@ -30,11 +30,19 @@ export const httpMetrics = fp(async function httpMetrics (app: FastifyInstance, 
     }
   }
 
+  const observeListing = (request: FastifyRequest, reply: FastifyReply) => {
+    const listing = request.plantListing
+    if (listing === null) return
+    options.metrics.plantListDuration.series(listing.sort, String(listing.page.q !== undefined), String(listing.counted))
+      .observe(reply.elapsedTime / 1000)
+  }
+
   app.addHook('onRoute', (route) => {
     const hooks = route.onResponse === undefined ? [] : Array.isArray(route.onResponse) ? route.onResponse : [route.onResponse]
     const observe = observerFor(route.url)
     route.onResponse = [...hooks, function measure (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
       observe(request, reply)
+      observeListing(request, reply)
       done()
     }]
   })

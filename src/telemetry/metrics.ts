@@ -34,6 +34,14 @@ export class ServiceMetrics implements SheddingObserver {
     buckets: LATENCY_BUCKETS
   })
 
+  /** `GET /plants` answers by how they were asked for (never the search text): the cost of sorts, searches and counts. */
+  readonly plantListDuration = new FastHistogram({
+    name: 'plantstore_plant_list_duration_seconds',
+    help: 'Time to answer a plant listing, by its sort, whether it searched (q) and whether it counted (Prefer: count=exact)',
+    labelNames: ['sort', 'searched', 'counted'],
+    buckets: LATENCY_BUCKETS
+  })
+
   private readonly writeBatchSize = new FastHistogram({
     name: 'plantstore_store_write_batch_size',
     help: 'Writes committed together in one group-commit transaction',
@@ -66,7 +74,7 @@ export class ServiceMetrics implements SheddingObserver {
   constructor (store: PlantStore, version: string) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
-    for (const histogram of [this.requestDuration, this.storeOperationDuration, this.writeBatchSize, this.writeBatchDuration, this.deliveryDuration]) {
+    for (const histogram of [this.requestDuration, this.plantListDuration, this.storeOperationDuration, this.writeBatchSize, this.writeBatchDuration, this.deliveryDuration]) {
       histogram.registerWith(this.registry)
     }
     this.gauge({ name: 'plantstore_build_info', help: 'The running release; always 1', labelNames: ['version'] }).set({ version }, 1)

@@ -3,6 +3,7 @@ import type { FastifyOtelInstrumentation } from '@fastify/otel'
 import { ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions'
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { withoutSearchText } from '../http/query-string.js'
 
 /**
  * Registers @fastify/otel, whose `onRequest` hook starts the request's span (from the caller's
@@ -25,7 +26,7 @@ export function requestSpans (instrumentation: FastifyOtelInstrumentation): Fast
 
 /**
  * @fastify/otel's `requestHook`: names the span "METHOD /route/:template" (the method alone when no
- * route matched) and keeps the query string out of `url.path`.
+ * route matched) and keeps the query string out of `url.path`, and a search's text out of `url.query`.
  */
 export function nameRequestSpan (span: Span, request: FastifyRequest): void {
   const route = request.routeOptions.url
@@ -33,7 +34,7 @@ export function nameRequestSpan (span: Span, request: FastifyRequest): void {
   const queryStart = request.url.indexOf('?')
   if (queryStart !== -1) {
     span.setAttribute(ATTR_URL_PATH, request.url.slice(0, queryStart))
-    span.setAttribute(ATTR_URL_QUERY, request.url.slice(queryStart + 1))
+    span.setAttribute(ATTR_URL_QUERY, withoutSearchText(request.url.slice(queryStart)).slice(1))
   }
 }
 

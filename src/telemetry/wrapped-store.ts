@@ -1,6 +1,6 @@
 import type { PlantStore } from '../store/plant-store.js'
 
-export type StoreOperation = 'create' | 'get' | 'list' | 'put' | 'patch' | 'delete'
+export type StoreOperation = 'create' | 'get' | 'list' | 'count' | 'put' | 'patch' | 'delete'
 
 /** Wraps one plant operation of the store: given its name and the call, returns what the routes call instead. */
 export type OperationWrapper = <Args extends unknown[], Result>(
@@ -13,6 +13,7 @@ export function wrappedStore (store: PlantStore, wrap: OperationWrapper): PlantS
     create: wrap('create', (plant) => store.create(plant)),
     get: wrap('get', (id) => store.get(id)),
     list: wrap('list', (page) => store.list(page)),
+    count: wrap('count', (filter) => store.count(filter)),
     put: wrap('put', (plant, expected) => store.put(plant, expected)),
     patch: wrap('patch', (id, patch, expected) => store.patch(id, patch, expected)),
     delete: wrap('delete', (id, expected) => store.delete(id, expected)),

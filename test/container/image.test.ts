@@ -178,7 +178,7 @@ describe(`The container image ${IMAGE}`, () => {
 
     expect(folder.code, folder.stderr).toBe(0)
     expect({ code: backup.code, stderr: backup.stderr }).toEqual({ code: 0, stderr: '' })
-    expect(backup.stdout).toMatch(/^backed up 1 plant, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 7\) to \/data\/backups\/plantstore\.db in \d+\.\d s\n$/)
+    expect(backup.stdout).toMatch(/^backed up 1 plant, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 10\) to \/data\/backups\/plantstore\.db in \d+\.\d s\n$/)
     expect(exported).toEqual({ code: 0, stdout: `${FERN}\n`, stderr: '' })
     expect(fromBackup).toEqual(exported)
     expect(overHttp.status).toBe(200)

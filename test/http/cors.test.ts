@@ -11,10 +11,10 @@ const OTHER_ORIGIN = 'https://elsewhere.example.org'
 const READ_ONLY_TOKEN = 'cors-read-only-token'
 const TOKENS = [TEST_TOKEN, `name=reader;scopes=plants:read;${READ_ONLY_TOKEN}`]
 
-const EXPOSED = 'Link, Location, ETag, Retry-After, x-request-id'
+const EXPOSED = 'Link, Location, ETag, Retry-After, X-Total-Count, Preference-Applied, x-request-id'
 const PREFLIGHT_ANSWER = {
   'access-control-allow-methods': 'GET, HEAD, POST, PUT, PATCH, DELETE',
-  'access-control-allow-headers': 'Authorization, Content-Type, If-Match, If-None-Match, x-request-id, traceparent, tracestate',
+  'access-control-allow-headers': 'Authorization, Content-Type, If-Match, If-None-Match, Prefer, x-request-id, traceparent, tracestate',
   'access-control-max-age': '7200'
 }
 
@@ -107,7 +107,8 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
     expect(corsHeadersOf(created)).toEqual({ 'access-control-allow-origin': ORIGIN, 'access-control-expose-headers': EXPOSED, vary: 'Origin' })
     expect(page.statusCode).toBe(200)
     expect(page.headers.link).toBe('</plants?limit=1&after=1>; rel="next"')
-    expect(corsHeadersOf(page)).toEqual({ 'access-control-allow-origin': ORIGIN, 'access-control-expose-headers': EXPOSED, vary: 'Origin' })
+    // A page depends on Prefer too (Prefer: count=exact).
+    expect(corsHeadersOf(page)).toEqual({ 'access-control-allow-origin': ORIGIN, 'access-control-expose-headers': EXPOSED, vary: 'Origin, Prefer' })
   })
 
   it('answers a request from an origin not listed as without CORS: no Access-Control-Allow-Origin, so the browser withholds it', async () => {
@@ -117,7 +118,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
 
     expect(response.statusCode).toBe(200)
     expect(response.body).toBe('[]')
-    expect(corsHeadersOf(response)).toEqual({ 'access-control-expose-headers': EXPOSED, vary: 'Origin' })
+    expect(corsHeadersOf(response)).toEqual({ 'access-control-expose-headers': EXPOSED, vary: 'Origin, Prefer' })
   })
 
   it.each<[string, number, InjectOptions]>([
@@ -267,7 +268,7 @@ describe('The answers CORS must leave alone', () => {
     const authenticated = await app.inject({ method: 'OPTIONS', url: '/plants', headers: { origin: ORIGIN, 'access-control-request-method': 'POST', ...bearer() } })
 
     expect(read.statusCode).toBe(200)
-    expect(corsHeadersOf(read)).toEqual({})
+    expect(corsHeadersOf(read)).toEqual({ vary: 'Prefer' })
     expectError(unauthenticated, 401, /Authorization/)
     expect(corsHeadersOf(unauthenticated)).toEqual({})
     expectError(authenticated, 405, '/plants does not support OPTIONS; allowed: GET, HEAD, POST')

@@ -110,9 +110,14 @@ describe('The OpenAPI document', () => {
     expect(Object.keys(paths['/plants/{id}'].patch.requestBody.content)).toEqual(['application/merge-patch+json'])
     expect(paths['/plants'].get.parameters).toEqual([
       expect.objectContaining({ in: 'query', name: 'limit', schema: expect.objectContaining({ type: 'integer', minimum: 1, maximum: 1000, default: 100 }) }),
+      expect.objectContaining({ in: 'query', name: 'sort', schema: { type: 'string', enum: ['id', '-id', 'name', '-name'] } }),
       expect.objectContaining({ in: 'query', name: 'after', schema: expect.objectContaining({ type: 'integer', format: 'int64' }) }),
-      expect.objectContaining({ in: 'query', name: 'tag', schema: expect.objectContaining({ type: 'string', minLength: 0, maxLength: 256 }) })
+      expect.objectContaining({ in: 'query', name: 'cursor', schema: { type: 'string', minLength: 1, maxLength: 4200 } }),
+      expect.objectContaining({ in: 'query', name: 'tag', schema: expect.objectContaining({ type: 'string', minLength: 0, maxLength: 256 }) }),
+      expect.objectContaining({ in: 'query', name: 'q', schema: expect.objectContaining({ type: 'string', minLength: 1, maxLength: 100 }) }),
+      header('prefer')
     ])
+    expect(Object.keys(paths['/plants'].get.responses['200'].headers)).toEqual(['Link', 'X-Total-Count', 'Preference-Applied', 'Vary'])
     expect(paths['/plants'].get.responses['200'].content['application/json'].schema).toEqual({
       type: 'array', items: { $ref: '#/components/schemas/StoredPlant' }, description: expect.any(String)
     })

@@ -9,9 +9,10 @@ import Database from '../../src/store/sqlite/driver.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { TEST_POSTGRES_OPTIONS, temporaryFolder } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
+import { sqlOf } from '../helpers/migrations.js'
 
 /** Only a statement of a tag page compares the tag with a parameter. */
-const TAG_PAGE = /\btag = (\?|\$1)/
+const TAG_PAGE = /\btag = (\?|\$1|@tag)/
 
 const ROWS = 20_000
 const TAGS = 5
@@ -41,12 +42,15 @@ describe('The pages of one tag on SQLite', () => {
     onTestFinished(() => { prepare.mockRestore() })
     const store = openSqliteStore(file)
     onTestFinished(() => store.close())
+    // Statements are prepared as each shape of page is first read.
+    await store.list({ limit: 100, tag: 'tag-1' })
+    await store.list({ limit: 100, tag: 'tag-1', after: 1n })
     const statements = prepare.mock.calls.map(([sql]) => sql).filter((sql) => TAG_PAGE.test(sql))
     prepare.mockRestore()
     const inspector = new Database(file)
     onTestFinished(() => { inspector.close() })
     const plansOf = () => statements.map((sql) => inspector.prepare(`EXPLAIN QUERY PLAN ${sql}`)
-      .all(...(sql.includes('id > ?') ? ['tag-1', CURSOR, 101] : ['tag-1', 101]))
+      .all(sql.includes('@afterId') ? { tag: 'tag-1', afterId: CURSOR, limit: 101 } : { tag: 'tag-1', limit: 101 })
       .map((step) => (step as { detail: string }).detail))
 
     const empty = plansOf()
@@ -59,7 +63,7 @@ describe('The pages of one tag on SQLite', () => {
       ['SEARCH plants USING COVERING INDEX plants_tag_id (tag=?)'],
       ['SEARCH plants USING COVERING INDEX plants_tag_id (tag=? AND id>?)']
     ]
-    expect(statements[0]).not.toContain('id > ?')
+    expect(statements[0]).not.toContain('@afterId')
     expect(empty).toEqual(expected)
     expect(analyzed).toEqual(expected)
     expect(JSON.parse((await store.list({ after: BigInt(ROWS - 20), limit: 2, tag: 'tag-1' })).json)).toEqual([
@@ -75,7 +79,7 @@ describe('The pages of one tag on SQLite', () => {
 
     const upgraded = new Database(file, { readonly: true })
     onTestFinished(() => { upgraded.close() })
-    expect(upgraded.pragma('user_version', { simple: true })).toBe(7)
+    expect(upgraded.pragma('user_version', { simple: true })).toBe(10)
     expect(upgraded.prepare("SELECT tbl_name, sql FROM sqlite_master WHERE type = 'index' AND name = 'plants_tag_id'").all())
       .toEqual([{ tbl_name: 'plants', sql: 'CREATE INDEX plants_tag_id ON plants (tag, id, name)' }])
   })
@@ -83,7 +87,7 @@ describe('The pages of one tag on SQLite', () => {
   it('are served from a version-2 database once it is upgraded, with its plants', async () => {
     const file = join(temporaryFolder(), 'version-2.db')
     const version2 = new Database(file)
-    for (const migration of sqliteMigrations.slice(0, 2)) version2.exec(migration.sql)
+    for (const migration of sqliteMigrations.slice(0, 2)) version2.exec(sqlOf(migration))
     version2.pragma('user_version = 2')
     version2.exec("INSERT INTO plants (id, name, tag) VALUES (3, 'Fern', 'green'), (1, 'Ivy', 'green'), (2, 'Rose', 'red'), (4, 'Moss', NULL)")
     version2.close()
@@ -96,8 +100,9 @@ describe('The pages of one tag on SQLite', () => {
     })
     const upgraded = new Database(file, { readonly: true })
     onTestFinished(() => { upgraded.close() })
-    expect(upgraded.pragma('user_version', { simple: true })).toBe(7)
-    expect(upgraded.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'plants'").pluck().all()).toEqual(['plants_tag_id'])
+    expect(upgraded.pragma('user_version', { simple: true })).toBe(10)
+    expect(upgraded.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'plants' ORDER BY name").pluck().all())
+      .toEqual(['plants_name_id', 'plants_tag_id', 'plants_tag_name_id'])
   })
 })
 
@@ -156,7 +161,7 @@ describe('The pages of one tag on PostgreSQL', () => {
     onTestFinished(() => version2.end())
     await version2.query('CREATE TABLE plantstore_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())')
     for (const migration of postgresMigrations.slice(0, 2)) {
-      await version2.query(migration.sql)
+      await version2.query(sqlOf(migration))
       await version2.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
     }
     await version2.query("INSERT INTO plants (id, name, tag) VALUES (3, 'Fern', 'green'), (1, 'Ivy', 'green'), (2, 'Rose', 'red'), (4, 'Moss', NULL)")
@@ -169,7 +174,7 @@ describe('The pages of one tag on PostgreSQL', () => {
     })
     const versions = await version2.query('SELECT version FROM plantstore_migrations ORDER BY version')
     const indexes = await version2.query("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'plants' AND indexname = 'plants_tag_id'")
-    expect(versions.rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }, { version: 7 }])
+    expect(versions.rows).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }, { version: 5 }, { version: 6 }, { version: 7 }, { version: 8 }, { version: 9 }, { version: 10 }])
     expect(indexes.rows).toEqual([{ indexname: 'plants_tag_id', indexdef: 'CREATE INDEX plants_tag_id ON public.plants USING btree (tag, id)' }])
   })
 })

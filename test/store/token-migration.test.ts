@@ -12,6 +12,7 @@ import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { bearer, buildTestApp, TEST_POSTGRES_OPTIONS, temporaryFolder } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
 import { startServer } from '../helpers/server-process.js'
+import { sqlOf } from '../helpers/migrations.js'
 
 /**
  * test/fixtures/release-1.0.0.db was made by release 1.0.0 (schema version 1): its first start stored
@@ -54,7 +55,7 @@ describe('Upgrading a database made by release 1.0.0', () => {
 
     const upgraded = new Database(file, { readonly: true })
     onTestFinished(() => { upgraded.close() })
-    expect(upgraded.pragma('user_version', { simple: true })).toBe(7)
+    expect(upgraded.pragma('user_version', { simple: true })).toBe(10)
     expect(upgraded.prepare("SELECT name FROM sqlite_master WHERE name = 'generated_access_token'").all()).toEqual([])
   })
 
@@ -65,7 +66,7 @@ describe('Upgrading a database made by release 1.0.0', () => {
     try {
       // What release 1.0.0 left: its schema, its migration record, a generated token and two plants.
       await release1.query('CREATE TABLE plantstore_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())')
-      await release1.query(postgresMigrations[0]?.sql ?? '')
+      await release1.query(sqlOf(postgresMigrations[0]))
       await release1.query("INSERT INTO plantstore_migrations (version, name) VALUES (1, 'plants and the generated access token')")
       await release1.query('INSERT INTO generated_access_token (singleton, sha256, created_at) VALUES (1, $1, $2)',
         [digestToken(RELEASE_1_TOKEN), RELEASE_1_TOKEN_CREATED_AT])

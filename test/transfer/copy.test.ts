@@ -392,7 +392,7 @@ describe('plantstore copy', () => {
       writeFileSync(empty, '')
       const release1 = join(folder, 'release-1.0.0.db')
       copyFileSync(new URL('../fixtures/release-1.0.0.db', import.meta.url), release1)
-      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (7); run a plantstore release at least as new as the one that last opened it'
+      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (10); run a plantstore release at least as new as the one that last opened it'
 
       expectFailure(await copy(`sqlite:${future}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${future}: ${tooNew}`)
       expectFailure(await copy(`sqlite:${source}`, `sqlite:${future}`, folder), `plantstore: the target sqlite:${future}: ${tooNew}`)

@@ -16,10 +16,30 @@ export class SortedIds {
     this.ids.splice(this.positionAfter(id, true), 1)
   }
 
-  /** Up to `count` ids greater than `after` (all from the smallest when it is undefined). */
-  page (after: bigint | undefined, count: number): bigint[] {
-    const start = after === undefined ? 0 : this.positionAfter(after)
-    return this.ids.slice(start, start + count)
+  /**
+   * The ids after `after` in ascending order (below it in descending order), from the start when it is
+   * undefined, that pass `accept`; at most `count` of them.
+   */
+  page (after: bigint | undefined, count: number, descending = false, accept?: (id: bigint) => boolean): bigint[] {
+    const { ids } = this
+    const page: bigint[] = []
+    if (!descending) {
+      for (let index = after === undefined ? 0 : this.positionAfter(after); index < ids.length && page.length < count; index++) {
+        const id = ids[index] as bigint
+        if (accept === undefined || accept(id)) page.push(id)
+      }
+    } else {
+      for (let index = (after === undefined ? ids.length : this.positionAfter(after, true)) - 1; index >= 0 && page.length < count; index--) {
+        const id = ids[index] as bigint
+        if (accept === undefined || accept(id)) page.push(id)
+      }
+    }
+    return page
+  }
+
+  /** Every id, ascending. */
+  all (): readonly bigint[] {
+    return this.ids
   }
 
   /** The index of the first id greater than `id` (or of `id` itself, when `inclusive`). */

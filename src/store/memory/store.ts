@@ -1,5 +1,8 @@
 import { plantJson } from '../plant-document.js'
-import { outcomeOfMeeting, pageOf, samePlant, type CreateOutcome, type PlantRecord, type PlantStore } from '../plant-store.js'
+import { compareNames, foldName } from '../plant-names.js'
+import {
+  isNameOrder, outcomeOfMeeting, pageOf, samePlant, type CreateOutcome, type NamePosition, type PlantFilter, type PlantRecord, type PlantStore
+} from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation, type WriteResult } from '../write-operations.js'
 import { SortedIds } from './sorted-ids.js'
 import { memoryTokenStore } from './tokens.js'
@@ -11,6 +14,8 @@ export function openMemoryStore (): PlantStore {
   const allIds = new SortedIds()
   /** The ids of the plants with each tag: the index a filtered page reads. */
   const idsByTag = new Map<string, SortedIds>()
+  /** Each plant's folded name, which a search reads. */
+  const foldedNames = new Map<bigint, string>()
 
   const webhooks = new MemoryWebhookStore()
 
@@ -30,17 +35,37 @@ export function openMemoryStore (): PlantStore {
     if (plant === undefined) {
       if (current !== undefined) {
         plants.delete(current.id)
+        foldedNames.delete(current.id)
         allIds.remove(current.id)
       }
       return
     }
     plants.set(plant.id, plant)
+    if (current?.name !== plant.name) foldedNames.set(plant.id, foldName(plant.name))
     if (current === undefined) allIds.insert(plant.id)
     if (retagged && plant.tag !== undefined) {
       let tagged = idsByTag.get(plant.tag)
       if (tagged === undefined) idsByTag.set(plant.tag, tagged = new SortedIds())
       tagged.insert(plant.id)
     }
+  }
+
+  /** Whether a plant passes the filter's search; undefined when there is none. */
+  function matcher ({ q }: PlantFilter): ((id: bigint) => boolean) | undefined {
+    if (q === undefined) return undefined
+    const folded = foldName(q)
+    return (id) => (foldedNames.get(id) as string).includes(folded)
+  }
+
+  /** Name order, ties by id. */
+  function byName (a: bigint, b: bigint): number {
+    return compareNames((plants.get(a) as PlantRecord).name, (plants.get(b) as PlantRecord).name) || (a < b ? -1 : a > b ? 1 : 0)
+  }
+
+  /** Whether the plant `id` comes after `position` in the name order (its reverse when `descending`). */
+  function follows (id: bigint, position: NamePosition, descending: boolean): boolean {
+    const order = compareNames((plants.get(id) as PlantRecord).name, position.name) || (id < position.id ? -1 : id > position.id ? 1 : 0)
+    return descending ? order < 0 : order > 0
   }
 
   function change<Operation extends ChangeOperation> (operation: Operation): Promise<WriteResult<Operation>> {
@@ -63,13 +88,32 @@ export function openMemoryStore (): PlantStore {
       return plant === undefined ? undefined : plantJson(plant.id, plant.name, plant.tag)
     },
     async list (request) {
-      const { after, limit, tag } = request
-      const ids = (tag === undefined ? allIds : idsByTag.get(tag) ?? new SortedIds()).page(after, limit + 1)
+      const { limit } = request
+      const candidates = request.tag === undefined ? allIds : idsByTag.get(request.tag)
+      const accept = matcher(request)
+      let ids: readonly bigint[]
+      if (candidates === undefined) {
+        ids = []
+      } else if (isNameOrder(request)) {
+        const descending = request.order === '-name'
+        const { after } = request
+        const ordered = candidates.all().filter((id) => accept?.(id) !== false && (after === undefined || follows(id, after, descending)))
+          .sort((a, b) => byName(a, b) * (descending ? -1 : 1))
+        ids = ordered.slice(0, limit + 1)
+      } else {
+        ids = candidates.page(request.after, limit + 1, request.order === '-id', accept)
+      }
       const documents = ids.map((id) => {
         const plant = plants.get(id) as PlantRecord
         return plantJson(plant.id, plant.name, plant.tag)
       })
-      return pageOf(documents, request, (index) => ids[index] as bigint)
+      return pageOf(documents, request, (index) => ids[index] as bigint, (index) => (plants.get(ids[index] as bigint) as PlantRecord).name)
+    },
+    async count (filter) {
+      const candidates = filter.tag === undefined ? allIds : idsByTag.get(filter.tag)
+      if (candidates === undefined) return 0
+      const accept = matcher(filter)
+      return accept === undefined ? candidates.size : candidates.all().filter(accept).length
     },
     put (plant, expected) {
       return change({ kind: 'put', plant, expected })

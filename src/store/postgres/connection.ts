@@ -159,19 +159,39 @@ function submitted (queryable: pg.Pool | pg.ClientBase, query: pg.Query): Promis
   })
 }
 
-/** Applies the migrations this database has not seen, under an advisory lock that other starting instances wait for. */
+/**
+ * Applies the migrations this database has not seen, each version in a transaction of its own (a
+ * backfill in one per batch) under an advisory lock that other starting instances wait for, so that an
+ * interrupted upgrade goes on from where it stopped.
+ */
 async function migrate (pool: pg.Pool, begin: string): Promise<void> {
   const known = latestVersion(postgresMigrations)
-  await inTransaction(pool, async (client) => {
+  /** The version applied, read under the lock, which the transaction holds until it ends. */
+  const lockedVersion = async (client: pg.PoolClient): Promise<number> => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
     await client.query(MIGRATIONS_TABLE)
     const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM plantstore_migrations')
     const current = rows[0]?.version ?? 0
     if (current > known) throw new SchemaTooNewError(current, known)
-    for (const migration of postgresMigrations) {
-      if (migration.version <= current) continue
-      await client.query(migration.sql)
-      await client.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
+    return current
+  }
+  const record = (client: pg.PoolClient, version: number, name: string) =>
+    client.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [version, name])
+  const applied = await inTransaction(pool, lockedVersion, begin)
+  for (const migration of postgresMigrations) {
+    if (migration.version <= applied) continue
+    if ('sql' in migration) {
+      await inTransaction(pool, async (client) => {
+        if (migration.version <= await lockedVersion(client)) return
+        await client.query(migration.sql)
+        await record(client, migration.version, migration.name)
+      }, begin)
+      continue
     }
-  }, begin)
+    const batch = (client: pg.PoolClient) => lockedVersion(client).then((current) => current >= migration.version ? 0 : migration.backfillBatch(client))
+    while (await inTransaction(pool, batch, begin) > 0);
+    await inTransaction(pool, async (client) => {
+      if (migration.version > await lockedVersion(client)) await record(client, migration.version, migration.name)
+    }, begin)
+  }
 }

@@ -7,6 +7,7 @@ import {
 import { announceTokenChange } from './token-changes.js'
 import { SchemaTooNewError } from '../migration.js'
 import { MARKER_COLUMNS, markerOfRow, markerValues, NAMED_TOKENS, type CopyConnectionOptions, type CopyTarget, type MarkerRow, type TargetBatch, type TargetState } from '../store-copy.js'
+import { writtenRow, writtenTable } from '../store-rows.js'
 
 /**
  * A PostgreSQL store to copy into: each batch is one transaction of multi-row inserts from arrays
@@ -18,9 +19,10 @@ export function postgresCopyTarget (url: string, options: CopyConnectionOptions)
   let client: pg.PoolClient | undefined
   const batch = (client: pg.PoolClient): TargetBatch => ({
     async insert (table, rows) {
+      const written = writtenTable(table)
       const { rowCount } = await query(client, {
-        text: `INSERT INTO ${table.name} (${columnList(table.columns)}) ${fromArrays(table.columns)} ON CONFLICT DO NOTHING`,
-        values: arraysOf(table, rows, 0)
+        text: `INSERT INTO ${table.name} (${columnList(written.columns)}) ${fromArrays(written.columns)} ON CONFLICT DO NOTHING`,
+        values: arraysOf(written, rows.map((row) => writtenRow(table, row)), 0)
       })
       if (table.naturalKey !== undefined && rows.length > 0) {
         // Ids given explicitly leave the sequence behind: the target's own next rows must come after them.

@@ -1,11 +1,13 @@
+import type pg from 'pg'
 import type { Migration } from '../migration.js'
+import { foldName } from '../plant-names.js'
 
 /**
  * The PostgreSQL schema, one entry per version. Applied in order at start, under an advisory lock;
  * never edit a released entry. Portable SQL only (no stored procedures), so PostgreSQL-compatible
  * distributed engines can run it too.
  */
-export const postgresMigrations: readonly Migration[] = [
+export const postgresMigrations: ReadonlyArray<Migration<pg.PoolClient, Promise<number>>> = [
   {
     version: 1,
     name: 'plants and the generated access token',
@@ -144,5 +146,47 @@ export const postgresMigrations: readonly Migration[] = [
     // backlog. Building it holds off writes to the outbox for as long as it takes on a large one; an index
     // built beforehand with CREATE INDEX CONCURRENTLY under this name is kept (docs/guides/upgrading.md, "Large PostgreSQL tables").
     sql: 'CREATE INDEX IF NOT EXISTS webhook_outbox_subscription_due ON webhook_outbox (subscription_id, next_attempt_at, id) WHERE failed_at IS NULL;'
+  },
+  {
+    version: 8,
+    name: 'the folded name a search matches',
+    // Written by every write from now on (plant-names.ts); the plants stored before it are folded by version 9.
+    // The partial index finds what an instance of an earlier release writes while instances are upgraded one
+    // by one: the newer ones fold it (search-index.ts).
+    sql: `
+      ALTER TABLE plants ADD COLUMN IF NOT EXISTS name_folded TEXT;
+      CREATE INDEX IF NOT EXISTS plants_unfolded ON plants (id) WHERE name_folded IS NULL;
+    `
+  },
+  {
+    version: 9,
+    name: 'the folded names of the plants stored before version 8',
+    backfillBatch: foldStoredNames
+  },
+  {
+    version: 10,
+    name: 'indexes for pages in name order',
+    // Names in the "C" collation: the order of their UTF-8 bytes, Unicode code points. Building them holds off
+    // writes to plants for as long as it takes on a large table; indexes built beforehand with CREATE INDEX
+    // CONCURRENTLY under these names are kept. The search index is not a migration (search-index.ts).
+    sql: `
+      CREATE INDEX IF NOT EXISTS plants_name_id ON plants (name COLLATE "C", id);
+      CREATE INDEX IF NOT EXISTS plants_tag_name_id ON plants (tag, name COLLATE "C", id);
+    `
   }
 ]
+
+const FOLD_BATCH = 5000
+
+/**
+ * Folds the names of up to FOLD_BATCH plants that have no folded name yet, locking them so that a rename
+ * by an instance of an earlier release waits; how many it folded.
+ */
+export async function foldStoredNames (client: pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ id: bigint, name: string }>(
+    'SELECT id, name FROM plants WHERE name_folded IS NULL ORDER BY id LIMIT $1 FOR UPDATE', [FOLD_BATCH])
+  if (rows.length === 0) return 0
+  await client.query('UPDATE plants SET name_folded = folded.name FROM unnest($1::bigint[], $2::text[]) AS folded (id, name) ' +
+    'WHERE plants.id = folded.id', [rows.map((row) => row.id.toString()), rows.map((row) => foldName(row.name))])
+  return rows.length
+}

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { plantJson } from '../plant-document.js'
-import { pageOf, type PageRequest, type PlantPage } from '../plant-store.js'
+import { isNameOrder, pageOf, type PageRequest, type PlantPage } from '../plant-store.js'
 
 /** A DataRow message as the protocol parser hands it over: each field's text, NULL as null. */
 interface DataRow { readonly fields: ReadonlyArray<string | null> }
@@ -38,6 +38,8 @@ abstract class PlantRowsQuery extends pg.Query {
 export class PlantPageQuery extends PlantRowsQuery {
   readonly #documents: string[] = []
   readonly #ids: string[] = []
+  /** The plants' names, in a name order (where the next page starts). */
+  readonly #names: string[] | undefined
   readonly #request: PageRequest
 
   /**
@@ -54,16 +56,20 @@ export class PlantPageQuery extends PlantRowsQuery {
       }
     }
     this.#request = request
+    this.#names = isNameOrder(request) ? [] : undefined
   }
 
   protected addPlant (id: string, name: string, tag: string | null): void {
     this.#ids.push(id)
+    this.#names?.push(name)
     this.#documents.push(plantJson(id, name, tag))
   }
 
   /** The page, once the query has completed. */
   page (): PlantPage {
-    return pageOf(this.#documents, this.#request, (index) => BigInt(this.#ids[index] as string))
+    const names = this.#names
+    return pageOf(this.#documents, this.#request, (index) => BigInt(this.#ids[index] as string),
+      names === undefined ? undefined : (index) => names[index] as string)
   }
 }
 

@@ -2,7 +2,7 @@ import type { PageRequest, PlantPage } from '../plant-store.js'
 
 /**
  * Page reads that share one query while it waits for a connection. A request for a page (the same
- * `after`, `limit`, `tag` and form) identical to one whose statement has not been sent yet joins it: that
+ * order, position, `limit`, filters and form) identical to one whose statement has not been sent yet joins it: that
  * statement runs after both arrived, so it sees every plant committed before either, as a query of the
  * joining request's own would. Once the statement is sent, a new request starts a query of its own.
  * Under load, when requests queue for the pool's connections, a popular page is read once per wait
@@ -57,7 +57,8 @@ interface WaitingRead {
   readonly since: number
 }
 
-function keyOf ({ after, limit, tag, lines }: PageRequest): string {
-  // The tag last: whatever it holds, the key names one request.
-  return `${limit},${lines === true ? 'l' : 'j'},${after ?? ''},${tag === undefined ? '*' : `=${tag}`}`
+function keyOf (request: PageRequest): string {
+  const { after } = request
+  return JSON.stringify([request.limit, request.lines === true, request.order ?? 'id', request.tag ?? null, request.q ?? null,
+    after === undefined ? null : typeof after === 'bigint' ? after.toString() : [after.name, after.id.toString()]])
 }

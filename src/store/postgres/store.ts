@@ -6,12 +6,18 @@ import { postgresGroupCommit } from './write-batch.js'
 import { postgresTokenStore } from './tokens.js'
 import { TokenChangeListener } from './token-changes.js'
 import { postgresWebhookStore } from './webhooks.js'
+import { SearchUpkeep, type StoreLog } from './search-index.js'
 
 export interface PostgresOptions extends PostgresConnectionOptions {
   /** Called after each committed write batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: (size: number) => void
   /** Called after each batch of single-plant reads with its size: for tests and metrics. */
   readonly onReadBatch?: (size: number) => void
+  /**
+   * Set by the service (not by a command or a test): it keeps the search index (search-index.ts) and
+   * reports that upkeep here.
+   */
+  readonly upkeepLog?: StoreLog
 }
 
 /**
@@ -27,6 +33,9 @@ export async function openPostgresStore (connectionString: string, options: Post
   const writes = postgresGroupCommit(connection, options.onBatchCommitted)
   // Behind a pooler in transaction mode no connection can stay in LISTEN: the revision poll alone follows changes.
   const tokenChanges = connection.canListen ? new TokenChangeListener(connectionString, options.connectTimeoutMs) : undefined
+  // ...nor a session build an index concurrently.
+  const searchUpkeep = options.upkeepLog === undefined ? undefined : new SearchUpkeep(connectionString, connection, options.upkeepLog, connection.canListen)
+  searchUpkeep?.start()
   return {
     backend: 'postgres',
     ...groupCommittedWrites(writes),
@@ -41,6 +50,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     checkWritable: () => connection.checkWritable(),
     async close () {
       await writes.whenIdle()
+      await searchUpkeep?.close()
       await tokenChanges?.close()
       await connection.close()
     }

@@ -3,6 +3,7 @@ import { GroupCommit, RUN_AGAIN } from '../group-commit.js'
 import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from '../write-operations.js'
 import { deletedPlantBody, newEventId, type WebhookEventType } from '../webhook-store.js'
 import { plantJson } from '../plant-document.js'
+import { foldName } from '../plant-names.js'
 import { outcomeOfMeeting, recordOfRow, samePlant, StoreUnavailableError, type PlantRecord, type PlantRow } from '../plant-store.js'
 import type { PostgresConnection } from './connection.js'
 import { mustDropConnection } from './transactions.js'
@@ -18,8 +19,8 @@ import { mustDropConnection } from './transactions.js'
 const SUBSCRIBED = '(SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE disabled_at IS NULL)) AS subscribed'
 const INSERT_PLANTS = {
   name: 'plantstore-insert-plants',
-  text: `INSERT INTO plants (id, name, tag)
-         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ORDER BY 1
+  text: `INSERT INTO plants (id, name, tag, name_folded)
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) ORDER BY 1
          ON CONFLICT (id) DO NOTHING RETURNING id, ${SUBSCRIBED}`
 }
 const SELECT_PLANTS = { name: 'plantstore-select-plants', text: 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])' }
@@ -29,8 +30,8 @@ const LOCK_PLANTS = {
 }
 const UPDATE_PLANTS = {
   name: 'plantstore-update-plants',
-  text: `UPDATE plants SET name = changed.name, tag = changed.tag
-         FROM unnest($1::bigint[], $2::text[], $3::text[]) AS changed (id, name, tag)
+  text: `UPDATE plants SET name = changed.name, tag = changed.tag, name_folded = changed.name_folded
+         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS changed (id, name, tag, name_folded)
          WHERE plants.id = changed.id`
 }
 const DELETE_PLANTS = { name: 'plantstore-delete-plants', text: 'DELETE FROM plants WHERE id = ANY($1::bigint[])' }
@@ -166,8 +167,12 @@ async function settleCreates (
   }
 }
 
-function columnsOf (plants: readonly PlantRecord[]): [string[], string[], Array<string | null>] {
-  return [plants.map((plant) => plant.id.toString()), plants.map((plant) => plant.name), plants.map((plant) => plant.tag ?? null)]
+/** The columns of the rows of `plants`: ids, names, tags, folded names. */
+function columnsOf (plants: readonly PlantRecord[]): [string[], string[], Array<string | null>, string[]] {
+  return [
+    plants.map((plant) => plant.id.toString()), plants.map((plant) => plant.name), plants.map((plant) => plant.tag ?? null),
+    plants.map((plant) => foldName(plant.name))
+  ]
 }
 
 interface PlantEvent { readonly type: WebhookEventType, readonly plantId: bigint, readonly body: string }

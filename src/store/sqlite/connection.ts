@@ -75,18 +75,29 @@ function assertWritableFolder (file: string): void {
 }
 
 /**
- * Brings the database up to this release's schema in one transaction; throws SchemaTooNewError for a
- * schema newer than this release knows. `plantstore restore` migrates a backup's copy with it too.
+ * Brings the database up to this release's schema, each version in a transaction of its own (a backfill
+ * in one per batch), so that an interrupted upgrade goes on from where it stopped; throws
+ * SchemaTooNewError for a schema newer than this release knows. `plantstore restore` migrates a
+ * backup's copy with it too.
  */
 export function migrate (db: SqliteDatabase): void {
   const known = latestVersion(sqliteMigrations)
-  db.transaction(() => {
-    const current = Number(db.pragma('user_version', { simple: true }))
-    if (current > known) throw new SchemaTooNewError(current, known)
-    for (const migration of sqliteMigrations) {
-      if (migration.version <= current) continue
-      db.exec(migration.sql)
-      db.pragma(`user_version = ${migration.version}`)
+  const version = () => Number(db.pragma('user_version', { simple: true }))
+  const found = version()
+  if (found > known) throw new SchemaTooNewError(found, known)
+  const advanceTo = (migrated: number) => { if (migrated > version()) db.pragma(`user_version = ${migrated}`) }
+  for (const migration of sqliteMigrations) {
+    if (migration.version <= version()) continue
+    if ('sql' in migration) {
+      db.transaction(() => {
+        // Another process may have applied it meanwhile.
+        if (migration.version <= version()) return
+        db.exec(migration.sql)
+        advanceTo(migration.version)
+      }).immediate()
+    } else {
+      while (db.transaction(() => migration.backfillBatch(db)).immediate() > 0);
+      db.transaction(() => { advanceTo(migration.version) }).immediate()
     }
-  }).immediate()
+  }
 }

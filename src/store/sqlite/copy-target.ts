@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { openSqliteDatabase } from './connection.js'
 import Database, { type SqliteDatabase } from './driver.js'
 import { BUSY_TIMEOUT_MS, columnList, decodeRow, encodeRow, KNOWN_VERSION, StatementCache, timeText } from './store-rows.js'
+import { writtenRow, writtenTable } from '../store-rows.js'
 import { SchemaTooNewError } from '../migration.js'
 import { MARKER_COLUMNS, markerOfRow, markerValues, NAMED_TOKENS, type CopyTarget, type MarkerRow, type TargetBatch, type TargetState } from '../store-copy.js'
 
@@ -43,11 +44,12 @@ export function sqliteCopyTarget (file: string): CopyTarget {
 function sqliteBatch (statements: StatementCache): TargetBatch {
   return {
     async insert (table, rows) {
-      const names = table.columns.map((column) => column.name)
+      const written = writtenTable(table)
+      const names = written.columns.map((column) => column.name)
       const insert = statements.get(`${table.name} insert`,
         `INSERT INTO ${table.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')}) ON CONFLICT DO NOTHING`)
       let inserted = 0
-      for (const row of rows) inserted += insert.run(...encodeRow(table, row)).changes
+      for (const row of rows) inserted += insert.run(...encodeRow(written, writtenRow(table, row))).changes
       return inserted
     },
     async insertWithNewIds (table, rows) {

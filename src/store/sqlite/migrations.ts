@@ -1,7 +1,9 @@
+import type { SqliteDatabase } from './driver.js'
 import type { Migration } from '../migration.js'
+import { foldName } from '../plant-names.js'
 
 /** The SQLite schema, one entry per version. Applied in order at open; never edit a released entry. */
-export const sqliteMigrations: readonly Migration[] = [
+export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
   {
     version: 1,
     name: 'plants and the generated access token',
@@ -140,5 +142,65 @@ export const sqliteMigrations: readonly Migration[] = [
     name: 'an index of the due outbox rows of each webhook subscription',
     // A claim reads each subscription's oldest due rows through it, however long another subscription's backlog.
     sql: 'CREATE INDEX webhook_outbox_subscription_due ON webhook_outbox (subscription_id, next_attempt_at, id) WHERE failed_at IS NULL;'
+  },
+  {
+    version: 8,
+    name: 'the folded name a search matches',
+    // Written by every write from now on (plant-names.ts); the plants stored before it are folded by version 9,
+    // found through the partial index, which version 10 drops.
+    sql: `
+      ALTER TABLE plants ADD COLUMN name_folded TEXT;
+      CREATE INDEX plants_unfolded ON plants (id) WHERE name_folded IS NULL;
+    `
+  },
+  {
+    version: 9,
+    name: 'the folded names of the plants stored before version 8',
+    backfillBatch: foldStoredNames
+  },
+  {
+    version: 10,
+    name: 'indexes for pages in name order and for searches',
+    // Names in the BINARY collation, the order of their UTF-8 bytes: Unicode code points. The search index is
+    // FTS5's trigram tokenizer over the folded names, whose text the plants table holds ('external content');
+    // case_sensitive 1, since the names are folded already. Writes do not index: triggers note each changed
+    // id in plant_search_pending, with the text the index holds for it, and the writer indexes them in bulk
+    // (search-index.ts), at a third of the cost; a search reads the pending plants' names meanwhile.
+    sql: `
+      DROP INDEX plants_unfolded;
+      CREATE INDEX plants_name_id ON plants (name, id);
+      CREATE INDEX plants_tag_name_id ON plants (tag, name, id);
+      CREATE VIRTUAL TABLE plant_name_search USING fts5(
+        name_folded, content = 'plants', content_rowid = 'id', tokenize = 'trigram case_sensitive 1', detail = full
+      );
+      INSERT INTO plant_name_search (plant_name_search) VALUES ('rebuild');
+      CREATE TABLE plant_search_pending (
+        id      INTEGER PRIMARY KEY,
+        indexed TEXT
+      ) STRICT;
+      CREATE TRIGGER plant_search_pending_insert AFTER INSERT ON plants BEGIN
+        INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (new.id, NULL);
+      END;
+      CREATE TRIGGER plant_search_pending_update AFTER UPDATE OF name_folded ON plants BEGIN
+        INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (old.id, old.name_folded);
+      END;
+      CREATE TRIGGER plant_search_pending_delete AFTER DELETE ON plants BEGIN
+        INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (old.id, old.name_folded);
+      END;
+    `
   }
 ]
+
+const FOLD_BATCH = 5000
+
+/** Folds the names of up to FOLD_BATCH plants that have no folded name yet; how many it folded. */
+function foldStoredNames (db: SqliteDatabase): number {
+  // Ids as `bigint` whatever the connection's default: a double would miss the row of an id above 2^53.
+  const plants = db.prepare<[number], { id: bigint, name: string }>(
+    'SELECT id, name FROM plants WHERE name_folded IS NULL ORDER BY id LIMIT ?').safeIntegers(true).all(FOLD_BATCH)
+  const fold = db.prepare<[string, bigint]>('UPDATE plants SET name_folded = ? WHERE id = ?')
+  let folded = 0
+  for (const { id, name } of plants) folded += fold.run(foldName(name), id).changes
+  if (folded !== plants.length) throw new Error(`folding stored names: ${plants.length - folded} of ${plants.length} plants were not found again`)
+  return folded
+}

@@ -6,6 +6,7 @@ import { sqliteTokenStore } from './tokens.js'
 import { sqliteWebhookStore } from './webhooks.js'
 import { sqliteGroupCommit } from './write-batch.js'
 import { SqliteWriter } from './writer.js'
+import { SearchIndexUpkeep } from './search-upkeep.js'
 import { groupCommittedWrites } from '../group-commit.js'
 import { StoreUnavailableError, type PlantStore } from '../plant-store.js'
 
@@ -14,8 +15,12 @@ import { StoreUnavailableError, type PlantStore } from '../plant-store.js'
  * not fit: readiness reports the store out of space before writes start failing with SQLITE_FULL.
  */
 export const MINIMUM_FREE_BYTES = 1024 * 1024
+/** DATABASE_STATEMENT_TIMEOUT_MS's default. */
+const DEFAULT_STATEMENT_TIMEOUT_MS = 5000
 
 export interface SqliteOptions extends SqliteConnectionOptions {
+  /** How long a search or a count may read before it ends with a StoreUnavailableError (DATABASE_STATEMENT_TIMEOUT_MS). */
+  readonly statementTimeoutMs?: number
   /** Called after each committed write batch with its size: for tests and metrics. */
   readonly onBatchCommitted?: (size: number) => void
   /** Called after each batch of single-plant reads with its size: for tests and metrics. */
@@ -34,8 +39,15 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   // Reads a page of the plants table, so a missing or unreadable file fails readiness.
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
   const writer = new SqliteWriter({ file, busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS })
-  const writes = sqliteGroupCommit(writer, options.onBatchCommitted)
-  const { whenIdle: whenReadsIdle, ...reads } = sqlitePlantReads(db, options.onReadBatch)
+  const searchIndex = new SearchIndexUpkeep(writer)
+  const writes = sqliteGroupCommit(writer, (size) => {
+    searchIndex.written(size)
+    options.onBatchCommitted?.(size)
+  })
+  const { close: closeReads, ...reads } = sqlitePlantReads(db, file, {
+    statementTimeoutMs: options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    onReadBatch: options.onReadBatch
+  })
   const ping = async (): Promise<void> => {
     try {
       probe.get()
@@ -66,8 +78,9 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
       if (free < MINIMUM_FREE_BYTES) throw new StoreUnavailableError(`SQLite takes no writes: ${free} bytes free next to ${file}`)
     },
     async close () {
-      await whenReadsIdle()
+      await closeReads()
       await writes.whenIdle()
+      await searchIndex.close()
       await writer.close()
       if (db.open) db.close()
     }

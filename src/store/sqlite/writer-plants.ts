@@ -1,6 +1,7 @@
 import type { SqliteDatabase } from './driver.js'
 import { unpackCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
 import { plantJson } from '../plant-document.js'
+import { foldName } from '../plant-names.js'
 import { recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation, type WriteOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
@@ -27,11 +28,12 @@ export interface PlantWrites {
  * enabled subscription that wants it.
  */
 export function plantWrites (db: SqliteDatabase): PlantWrites {
-  const insert = db.prepare<[bigint, string, string | null]>(
-    'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING')
+  const insert = db.prepare<[bigint, string, string | null, string]>(
+    'INSERT INTO plants (id, name, tag, name_folded) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING')
   const select = db.prepare<[bigint], PlantRow>('SELECT id, name, tag FROM plants WHERE id = ?')
-  const rename = db.prepare<[string, bigint]>('UPDATE plants SET name = ? WHERE id = ?')
-  const update = db.prepare<[string, string | null, bigint]>('UPDATE plants SET name = ?, tag = ? WHERE id = ?')
+  const rename = db.prepare<[string, string, bigint]>('UPDATE plants SET name = ?, name_folded = ? WHERE id = ?')
+  const retag = db.prepare<[string | null, bigint]>('UPDATE plants SET tag = ? WHERE id = ?')
+  const update = db.prepare<[string, string, string | null, bigint]>('UPDATE plants SET name = ?, name_folded = ?, tag = ? WHERE id = ?')
   const remove = db.prepare<[bigint]>('DELETE FROM plants WHERE id = ?')
   const subscriptions = db.prepare<[], Subscriber>('SELECT id, events FROM webhook_subscriptions WHERE disabled_at IS NULL')
   const insertOutbox = db.prepare<[string, string, WebhookEventType, bigint, string, number, number]>(
@@ -50,12 +52,16 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     }
   }
 
-  // Writes only what changed: an update that leaves the tag alone leaves the tag index alone too.
+  // Writes only what changed: an update that leaves the tag alone leaves the tag index alone too, and one
+  // that leaves the name alone leaves the name indexes, the search index among them.
   const store = (before: PlantRow | undefined, after: PlantRecord) => {
     const tag = after.tag ?? null
-    if (before === undefined) insert.run(after.id, after.name, tag)
-    else if (before.tag !== tag) update.run(after.name, tag, after.id)
-    else if (before.name !== after.name) rename.run(after.name, after.id)
+    const renamed = before === undefined || before.name !== after.name
+    if (before === undefined) insert.run(after.id, after.name, tag, foldName(after.name))
+    else if (before.tag !== tag) {
+      if (renamed) update.run(after.name, foldName(after.name), tag, after.id)
+      else retag.run(tag, after.id)
+    } else if (renamed) rename.run(after.name, foldName(after.name), after.id)
     else return
     if (subscribers.length > 0) recordEvent(before === undefined ? 'plant.created' : 'plant.updated', after.id, plantJson(after.id, after.name, tag))
   }
@@ -75,7 +81,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
 
   const create = (plant: PlantRecord): CreateEffect => {
     const tag = plant.tag ?? null
-    if (insert.run(plant.id, plant.name, tag).changes === 1) {
+    if (insert.run(plant.id, plant.name, tag, foldName(plant.name)).changes === 1) {
       // (Without subscribers there is no event to record, nor a body to build for one.)
       if (subscribers.length > 0) recordEvent('plant.created', plant.id, plantJson(plant.id, plant.name, tag))
       return INSERTED

@@ -117,12 +117,15 @@ export function unpackCreates (packed: string): PlantRecord[] {
   return plants
 }
 
+/** Moves the plants the writes noted into the search index (search-index.ts); the thread answers how many. */
+export const INDEX_SEARCH = 'index search'
+
 /** The last message: the writer closes its connection and its thread ends. */
 export const CLOSE = 'close'
 
-export type WriterMessage = WriteRequest | CreatesRequest | WebhookRequest | typeof CLOSE
+export type WriterMessage = WriteRequest | CreatesRequest | WebhookRequest | typeof INDEX_SEARCH | typeof CLOSE
 
 /** The answer to each request, in the order of the requests (the thread handles one message at a time). */
 export type WriterReply =
-  | { readonly result: WriteEffect[] | CreateEffects | WebhookResults[WebhookCommand] }
+  | { readonly result: WriteEffect[] | CreateEffects | WebhookResults[WebhookCommand] | number }
   | { readonly error: { readonly code: string | undefined, readonly message: string } }

@@ -7,8 +7,9 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { openWriterConnection } from './connection.js'
 import { plantWrites } from './writer-plants.js'
 import { webhookWrites } from './writer-webhooks.js'
+import { searchIndexing } from './search-index.js'
 import {
-  CLOSE, type WebhookCommand, type WebhookRequest, type WriterMessage, type WriterReply, type WriterThreadData
+  CLOSE, INDEX_SEARCH, type WebhookCommand, type WebhookRequest, type WriterMessage, type WriterReply, type WriterThreadData
 } from './writer-protocol.js'
 
 if (parentPort === null) throw new Error('writer-thread.js runs in the worker thread that SqliteWriter starts')
@@ -18,6 +19,7 @@ const { file, busyTimeoutMs } = workerData as WriterThreadData
 const db = openWriterConnection(file, busyTimeoutMs)
 const plants = plantWrites(db)
 const webhooks = webhookWrites(db)
+const search = searchIndexing(db)
 
 function runCommand<Command extends WebhookCommand> (request: WebhookRequest<Command>) {
   return webhooks[request.command](request.argument)
@@ -35,9 +37,11 @@ port.on('message', (message: WriterMessage) => {
     return
   }
   try {
-    const result = 'creates' in message
-      ? plants.createAll(message.creates)
-      : 'operations' in message ? plants.write(message.operations) : runCommand(message)
+    const result = message === INDEX_SEARCH
+      ? search.indexPending()
+      : 'creates' in message
+        ? plants.createAll(message.creates)
+        : 'operations' in message ? plants.write(message.operations) : runCommand(message)
     port.postMessage({ result } satisfies WriterReply)
   } catch (error) {
     port.postMessage({ error: errorOf(error) } satisfies WriterReply)

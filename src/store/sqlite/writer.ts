@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import {
-  CLOSE, type CreateEffects, type WebhookArguments, type WebhookCommand, type WebhookRequest, type WebhookResults, type WriteEffect, type WriterMessage, type WriterReply,
+  CLOSE, INDEX_SEARCH, type CreateEffects, type WebhookArguments, type WebhookCommand, type WebhookRequest, type WebhookResults, type WriteEffect, type WriterMessage, type WriterReply,
   type WriterThreadData
 } from './writer-protocol.js'
 import type { WriteOperation } from '../write-operations.js'
@@ -48,6 +48,11 @@ export class SqliteWriter {
   /** Commits one batch of creates (`packCreates`); at most one batch is in flight. */
   createAll (packed: string): Promise<CreateEffects> {
     return this.send({ creates: packed })
+  }
+
+  /** Indexes the plants the writes noted for the search index; how many it indexed. */
+  indexSearch (): Promise<number> {
+    return this.send(INDEX_SEARCH)
   }
 
   /** Runs one of the writer's webhook commands (writer-webhooks.ts) in its own transaction. */
