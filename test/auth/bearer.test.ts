@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { digestToken, parseTokenList } from '../../src/auth/tokens.js'
-import { buildTestApp, expectError, expectNothingStored, postPlant, TEST_TOKEN } from '../helpers/app.js'
+import { buildTestApp, expectError, expectNothingStored, memoryBackend, postPlant, sharedTestApp, TEST_TOKEN } from '../helpers/app.js'
 
 const CHALLENGE = 'Bearer realm="plantstore"'
 const INVALID_TOKEN_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
@@ -9,6 +9,9 @@ const NO_CREDENTIALS = 'this operation needs an "Authorization: Bearer <token>" 
 const BAD_TOKEN = 'the bearer token is missing, malformed or not accepted'
 
 describe('Authentication of /plants', () => {
+  // One app for the refused requests: each proves that it stored nothing, and leaves nothing stored.
+  const shared = sharedTestApp(memoryBackend)
+
   describe('when no Bearer credential is sent at all', () => {
     it.each([
       ['no Authorization header', {}],
@@ -16,7 +19,7 @@ describe('Authentication of /plants', () => {
       ['a scheme that merely starts with Bearer', { authorization: `Bearerx ${TEST_TOKEN}` }],
       ['an empty Authorization header', { authorization: '' }]
     ])('then %s is a 401 with a challenge and no error code', async (_case, headers) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       // Sent as given: the helper's default token must not stand in for "no header at all".
       const response = await app.inject({
@@ -36,7 +39,7 @@ describe('Authentication of /plants', () => {
       ['an unknown token', 'Bearer not-the-right-token'],
       ['the right token with a character more', `Bearer ${TEST_TOKEN}x`]
     ])('then %s is a 401 with error="invalid_token"', async (_case, authorization) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await postPlant(app, { id: 2, name: 'Fern' }, { authorization })
 
@@ -113,7 +116,7 @@ describe('Authentication of /plants', () => {
       ['a content encoding', { 'content-type': 'application/json', 'content-encoding': 'gzip' }, '{}'],
       ['an invalid field', { 'content-type': 'application/json' }, '{"id":"x"}']
     ])('then authentication comes first: %s gets a 401', async (_case, headers, payload) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({ method: 'POST', url: '/plants', headers, payload })
 
@@ -122,7 +125,7 @@ describe('Authentication of /plants', () => {
     })
 
     it('then an unsupported method on /plants gets a 401, not a 405', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({ method: 'PUT', url: '/plants' })
 

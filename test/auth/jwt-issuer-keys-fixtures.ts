@@ -47,6 +47,8 @@ export interface JwtApp {
   readonly app: FastifyInstance
   /** The lines about the identity provider's keys logged so far, in order. */
   readonly keySetLines: () => KeySetLogLine[]
+  /** When each of those lines was logged (pino's `time`, a Date.now()), in the same order. */
+  readonly keySetLineTimes: () => number[]
   /** The first verifications so far, by outcome (what `plantstore_jwt_verifications_total` counts). */
   readonly verifications: { accepted: number, refused: number }
 }
@@ -69,15 +71,14 @@ export async function startJwtApp (
     config: { logLevel },
     ...(options.store === undefined ? {} : { store: options.store })
   })
-  const keySetLines = (): KeySetLogLine[] => log.text().split('\n')
+  const keySetEntries = () => log.text().split('\n')
     .filter((line) => line.includes('identity provider\'s keys'))
-    .map((line) => {
-      const { level, msg, issuer } = JSON.parse(line) as KeySetLogLine
-      return { level, msg, issuer }
-    })
+    .map((line) => JSON.parse(line) as KeySetLogLine & { time: number })
+  const keySetLines = (): KeySetLogLine[] => keySetEntries().map(({ level, msg, issuer }) => ({ level, msg, issuer }))
+  const keySetLineTimes = (): number[] => keySetEntries().map(({ time }) => time)
   const verifications = { accepted: 0, refused: 0 }
   jwt.observer = { keySetFetched: () => {}, verified: (outcome) => { verifications[outcome]++ } }
-  return { app, keySetLines, verifications }
+  return { app, keySetLines, keySetLineTimes, verifications }
 }
 
 /** GET /plants with `token`: 200 when it is accepted with plants:read. */

@@ -173,13 +173,16 @@ describe('Starting while the identity provider is down', () => {
       await begin(idp)
 
       const started = await timed(startJwtApp(idp))
-      const { app, keySetLines } = started.value
+      const { app, keySetLines, keySetLineTimes } = started.value
       const token = await idp.sign(claimsFor(idp))
 
-      // Building the app takes its own time on a loaded machine: the provider may add no more than one fetch's time-out.
+      // Building the app takes its own time on a loaded machine: the provider may add no more than one fetch's time-out,
+      // from the moment it received the request to the warn line of the service giving up on it (the rest of the build,
+      // app.ready() included, took most of a second more on this machine at load 10).
       expect(started.elapsedMs).toBeLessThan(LONGEST_WAIT_MS + BUILD_ALLOWANCE_MS)
       const hungAt = idp.fetches.discovery[0]
-      if (hungAt !== undefined) expect(started.endedAt - hungAt).toBeLessThan(LONGEST_WAIT_MS)
+      const gaveUpAt = keySetLineTimes()[0]
+      if (hungAt !== undefined) expect((gaveUpAt ?? Number.POSITIVE_INFINITY) - hungAt).toBeLessThan(LONGEST_WAIT_MS)
       expect((await getPlants(app, TEST_TOKEN)).statusCode).toBe(200)
       const refused = await timed(getPlants(app, token))
       expectRefused(refused.value)

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { connect, createServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { NO_LOAD_SHEDDING } from '../helpers/server-process.js'
 
 /**
  * The container image as users run it: `npm run test:container` after scripts/container/build-image.sh.
@@ -63,9 +64,12 @@ beforeAll(async () => {
   if (exists.code !== 0) throw new Error(`no image ${IMAGE}: build it first with scripts/container/build-image.sh (${exists.code}) ${exists.stderr}`)
 })
 
-/** The container's environment and flags; metrics off unless a port is given (the containers share the host's network). */
+/**
+ * The container's environment and flags; metrics off unless a port is given (the containers share the host's
+ * network), load shedding off as in every service a test starts (a busy machine would trip it).
+ */
 function runArgs (port: number, options: { volume?: string, metricsPort?: number, env?: Record<string, string>, extra?: string[] }): string[] {
-  const env = Object.entries({ HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(options.metricsPort ?? 0), ...options.env }).flatMap(([name, value]) => ['--env', `${name}=${value}`])
+  const env = Object.entries({ HOST: '127.0.0.1', PORT: String(port), METRICS_PORT: String(options.metricsPort ?? 0), ...NO_LOAD_SHEDDING, ...options.env }).flatMap(([name, value]) => ['--env', `${name}=${value}`])
   const data = options.volume === undefined ? [] : ['--volume', `${options.volume}:/data`]
   return [...PODMAN_RUN_FLAGS, '--read-only', '--tmpfs', '/tmp:rw,size=16m', ...data, ...env, ...(options.extra ?? [])]
 }

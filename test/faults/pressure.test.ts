@@ -63,7 +63,8 @@ describe('Per-token rate limiting', () => {
 describe('Overload', () => {
   it('sheds excess quickly with 503 and Retry-After, keeps accepted latency bounded and liveness up, and recovers', { timeout: 60_000 }, async () => {
     const token = 'overload-token'
-    const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'overload.db')}`, PLANTSTORE_TOKENS: token, SHED_IN_FLIGHT_REQUESTS: '100' })
+    // About shedding, so both signals on (startServer turns them off): the event loop's at its default.
+    const server = await startServer({ DATABASE_URL: `sqlite:${join(temporaryFolder(), 'overload.db')}`, PLANTSTORE_TOKENS: token, SHED_IN_FLIGHT_REQUESTS: '100', SHED_EVENT_LOOP_DELAY_MS: '200' })
     let nextId = 0
     const liveness: number[] = []
     const probe = setInterval(() => { timedGet(`${server.baseUrl}/healthz`).then((result) => liveness.push(result.status), () => liveness.push(0)) }, 200)

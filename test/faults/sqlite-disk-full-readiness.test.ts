@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { temporaryFolder } from '../helpers/app.js'
 import { until } from '../helpers/load.js'
+import { NO_LOAD_SHEDDING } from '../helpers/server-process.js'
 
 const SERVER_ENTRY = fileURLToPath(new URL('../../dist/server.js', import.meta.url))
 const TOKEN = 'disk-full-readiness-token'
@@ -20,7 +21,7 @@ async function serverOnSmallDisk (folder: string) {
   const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c',
     `mount -t tmpfs -o size=4m plantstore-full-disk full && exec "${process.execPath}" "${SERVER_ENTRY}"`], {
     cwd: folder,
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', DATABASE_URL: 'sqlite:full/plants.db', PLANTSTORE_TOKENS: `${TOKEN},name=admin;scopes=admin;${ADMIN_TOKEN}` },
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', ...NO_LOAD_SHEDDING, DATABASE_URL: 'sqlite:full/plants.db', PLANTSTORE_TOKENS: `${TOKEN},name=admin;scopes=admin;${ADMIN_TOKEN}` },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let stdout = ''

@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { expect } from 'vitest'
 import { buildApp } from '../../src/app.js'
@@ -9,16 +6,11 @@ import type { JwtSettings } from '../../src/auth/jwt/jwt-settings.js'
 import { AccessTokenRegistry } from '../../src/auth/token-registry.js'
 import { parseTokenList } from '../../src/auth/tokens.js'
 import type { LogLevel } from '../../src/config.js'
-import { openMemoryStore } from '../../src/store/memory/store.js'
-import type { PlantStore } from '../../src/store/plant-store.js'
-import { openPostgresStore } from '../../src/store/postgres/store.js'
-import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { bearer, expectError, expectNothingStored, postPlant, TEST_POSTGRES_OPTIONS, TEST_TOKEN, type Backend } from './app.js'
+import { bearer, expectError, expectNothingStored, postPlant, TEST_TOKEN, type Backend } from './app.js'
 import { generateSigningKey, type IdentityProvider, type TestSigningKey } from './identity-provider.js'
 import { TEST_AUDIENCE } from './jwt-tokens.js'
 import { CAPTURED_LOG_LEVEL } from './log-capture.js'
 import { collectingStream, type CollectedLog } from './log-lines.js'
-import { createSuiteDatabase } from './postgres-database.js'
 
 export const INVALID_TOKEN_CHALLENGE = 'Bearer realm="plantstore", error="invalid_token"'
 export const BAD_TOKEN = 'the bearer token is missing, malformed or not accepted'
@@ -67,30 +59,6 @@ export function jwtSettingsFor (provider: Pick<IdentityProvider, 'issuer'>, over
   }
 }
 
-/** A store of `backend` for a whole suite, opened in `beforeAll` (`backend.open` ties its clean-up to the running test). */
-interface SuiteStore {
-  readonly store: PlantStore
-  /** Removes what the store left behind, after the app (and so the store) is closed. */
-  readonly remove: () => Promise<void>
-}
-
-async function openSuiteStore (backend: Backend): Promise<SuiteStore> {
-  switch (backend.name) {
-    case 'memory':
-      return { store: openMemoryStore(), remove: async () => {} }
-    case 'sqlite': {
-      const folder = mkdtempSync(join(tmpdir(), 'plantstore-test-'))
-      return { store: openSqliteStore(join(folder, 'plants.db')), remove: async () => { rmSync(folder, { recursive: true, force: true }) } }
-    }
-    case 'postgres': {
-      const { url, drop } = await createSuiteDatabase()
-      return { store: await openPostgresStore(url, TEST_POSTGRES_OPTIONS), remove: drop }
-    }
-    default:
-      throw new Error(`openSuiteStore does not know the backend ${backend.name}`)
-  }
-}
-
 /** An app several tests share (built in `beforeAll`, closed in `afterAll`), with its log. */
 export interface SharedJwtApp {
   readonly app: FastifyInstance
@@ -104,7 +72,7 @@ export interface SharedJwtApp {
  * logging at debug level (or the captured level) into its `log`, so that it holds why each JWT was refused.
  */
 export async function buildSharedJwtApp (backend: Backend, settings: JwtSettings): Promise<SharedJwtApp> {
-  const { store, remove } = await openSuiteStore(backend)
+  const { store, remove } = await backend.openForSuite()
   const log = collectingStream()
   let app: FastifyInstance
   try {

@@ -14,14 +14,23 @@ export interface ServerProcess {
 }
 
 /**
+ * Load shedding off in every service a test starts, unless the test sets it: the event-loop signal sheds
+ * whatever arrives while the process stalls for 200 ms, which a busy machine (parallel test files, other
+ * work) makes happen at random, and a test would fail on a 503 it is not about (token-revocation did).
+ * A test about shedding sets SHED_EVENT_LOOP_DELAY_MS and SHED_IN_FLIGHT_REQUESTS itself.
+ */
+export const NO_LOAD_SHEDDING: Readonly<Record<string, string>> = { SHED_EVENT_LOOP_DELAY_MS: '0', SHED_IN_FLIGHT_REQUESTS: '0' }
+
+/**
  * Spawns the built server (dist/server.js) on a free port of 127.0.0.1 with only the given environment
- * (plus PATH; METRICS_PORT is 0 unless given). The process is killed by its PID when the test ends, if it still runs.
+ * (plus PATH; METRICS_PORT is 0 and load shedding off unless given). The process is killed by its PID
+ * when the test ends, if it still runs.
  */
 export function spawnServer (env: Record<string, string>, options: { cwd?: string } = {}): ServerProcess {
   const child = spawn(process.execPath, [SERVER_ENTRY], {
     cwd: options.cwd,
     // Metrics off unless a test asks: parallel test files would all want the default port 9464.
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...env },
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', LOG_LEVEL: CAPTURED_LOG_LEVEL ?? 'info', ...NO_LOAD_SHEDDING, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let stdout = ''

@@ -134,35 +134,59 @@ describe('Concurrent conditional writes across two instances on one PostgreSQL d
     return { apps: [await instance(0), await instance(1)] as const, writeBatches }
   }
 
+  /**
+   * Runs `race` on plant `firstId`, then on the next ids, until both instances got as far as a write
+   * transaction in one attempt (the race was then decided in the database), at most 5 times; checks
+   * every attempt with `check`. On a busy machine one instance may commit before the other has read the
+   * plant, and the other's requests are then refused on that read alone: a race, but not the one meant.
+   */
+  async function raceInTheDatabase (
+    writeBatches: number[], firstId: number,
+    race: (id: number) => Promise<LightMyRequestResponse[]>,
+    check: (id: number, answers: readonly LightMyRequestResponse[]) => Promise<void>
+  ): Promise<void> {
+    const attempts: number[][] = []
+    for (let id = firstId; attempts.length < 5; id++) {
+      writeBatches.fill(0)
+      const answers = await race(id)
+      attempts.push([...writeBatches])
+      await check(id, answers)
+      // Both instances got as far as a write transaction: the race was decided in the database.
+      if (writeBatches.every((count) => count > 0)) return
+    }
+    expect.fail(`in none of 5 attempts did both instances reach a write transaction (write batches per attempt: ${JSON.stringify(attempts)})`)
+  }
+
   it('let exactly one of 40 PUTs and PATCHes with the same ETag, split between the instances, succeed', async () => {
     const { apps: [first, second], writeBatches } = await twoInstances()
-    const etag = await storedWithEntityTag(first, { id: 7, name: 'Contested', tag: 'start' })
-    // The second instance reads the same ETag (and so has a connection ready for the race).
-    expect((await get(second, 7)).headers.etag).toBe(etag)
-    writeBatches.fill(0)
 
-    const answers = await Promise.all(racingUpdates([first, second], 7, etag))
-    // Both instances got as far as a write transaction: the race was decided in the database.
-    expect(writeBatches.every((count) => count > 0)).toBe(true)
-
-    const winner = expectOneWinner(answers, 200, staleVersion(7))
-    await expectStoredAs(first, 7, winner)
-    await expectStoredAs(second, 7, winner)
+    await raceInTheDatabase(writeBatches, 7, async (id) => {
+      const etag = await storedWithEntityTag(first, { id, name: 'Contested', tag: 'start' })
+      // The second instance reads the same ETag (and so has a connection ready for the race).
+      expect((await get(second, id)).headers.etag).toBe(etag)
+      // Only the racing writes count, not the one that stored the plant.
+      writeBatches.fill(0)
+      return await Promise.all(racingUpdates([first, second], id, etag))
+    }, async (id, answers) => {
+      const winner = expectOneWinner(answers, 200, staleVersion(id))
+      await expectStoredAs(first, id, winner)
+      await expectStoredAs(second, id, winner)
+    })
   })
 
   it('let exactly one of create-only PUTs, split between the instances, create the plant', async () => {
     const { apps: [first, second], writeBatches } = await twoInstances()
-    // Both instances have read the plant once (and so have a connection ready for the race).
-    for (const app of [first, second]) expect((await get(app, 11)).statusCode).toBe(404)
 
-    const answers = await Promise.all(Array.from({ length: RACERS }, (_, index) =>
-      put(index % 2 === 0 ? first : second, 11, { name: `first come ${index}`, tag: 'race' }, { 'if-none-match': '*' })))
-    // Both instances got as far as a write transaction: the race was decided in the database.
-    expect(writeBatches.every((count) => count > 0)).toBe(true)
-
-    const winner = expectOneWinner(answers, 201, staleVersion(11))
-    expect(winner.headers.location).toBe('/plants/11')
-    await expectStoredAs(first, 11, winner)
-    await expectStoredAs(second, 11, winner)
+    await raceInTheDatabase(writeBatches, 11, async (id) => {
+      // Both instances have read the plant once (and so have a connection ready for the race).
+      for (const app of [first, second]) expect((await get(app, id)).statusCode).toBe(404)
+      return await Promise.all(Array.from({ length: RACERS }, (_, index) =>
+        put(index % 2 === 0 ? first : second, id, { name: `first come ${index}`, tag: 'race' }, { 'if-none-match': '*' })))
+    }, async (id, answers) => {
+      const winner = expectOneWinner(answers, 201, staleVersion(id))
+      expect(winner.headers.location).toBe(`/plants/${id}`)
+      await expectStoredAs(first, id, winner)
+      await expectStoredAs(second, id, winner)
+    })
   })
 })

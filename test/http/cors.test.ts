@@ -4,7 +4,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import type { AppConfig } from '../../src/app.js'
 import { openMemoryStore } from '../../src/store/memory/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
-import { bearer, buildTestApp, expectError, TEST_TOKEN } from '../helpers/app.js'
+import { bearer, buildTestApp, expectError, memoryBackend, sharedTestApp, TEST_TOKEN } from '../helpers/app.js'
 
 const ORIGIN = 'https://app.example.com'
 const OTHER_ORIGIN = 'https://elsewhere.example.org'
@@ -36,6 +36,10 @@ function preflight (app: FastifyInstance, url: string, method = 'POST', origin =
 }
 
 describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', () => {
+  // Two apps for the tests that store nothing and read no list: one per CORS_ORIGINS they need.
+  const twoOrigins = sharedTestApp(memoryBackend, { tokens: TOKENS, config: { corsOrigins: [OTHER_ORIGIN, ORIGIN] } })
+  const oneOrigin = sharedTestApp(memoryBackend, { tokens: TOKENS, config: { corsOrigins: [ORIGIN] } })
+
   it.each([
     ['/plants', 'POST'],
     ['/plants?limit=5', 'GET'],
@@ -47,7 +51,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
     ['/readyz', 'GET'],
     ['/openapi.json', 'GET']
   ])('answers a preflight for %s (%s) with a 204 without a token', async (url, method) => {
-    const app = await appWith([OTHER_ORIGIN, ORIGIN])
+    const app = twoOrigins()
 
     const response = await preflight(app, url, method)
 
@@ -65,7 +69,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
   })
 
   it('refuses a preflight from an origin not in CORS_ORIGINS with a 403 Error naming the variable', async () => {
-    const app = await appWith([ORIGIN])
+    const app = oneOrigin()
 
     const response = await preflight(app, '/plants', 'POST', OTHER_ORIGIN)
 
@@ -74,7 +78,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
   })
 
   it('compares origins exactly: scheme, host and port', async () => {
-    const app = await appWith([ORIGIN])
+    const app = oneOrigin()
 
     for (const near of ['http://app.example.com', 'https://app.example.com:8443', 'https://APP.example.com', 'https://app.example.com.evil.test', 'null']) {
       expect((await preflight(app, '/plants', 'POST', near)).statusCode).toBe(403)
@@ -82,7 +86,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
   })
 
   it.each([['/nope'], ['/plants/5/leaves'], ['/admin/nothing']])('answers a preflight for the unknown path %s with a 404 Error', async (url) => {
-    const app = await appWith([ORIGIN])
+    const app = oneOrigin()
 
     const response = await preflight(app, `${url}?q=1`)
 
@@ -128,7 +132,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
     ['a body that is not JSON', 415, { method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'text/plain' }, payload: 'fern' }],
     ['an invalid body', 400, { method: 'POST', url: '/plants', headers: { ...bearer(), 'content-type': 'application/json' }, payload: '{"id":"x"}' }]
   ])('puts the CORS headers on the Error answer to %s (%i), so a script can read it', async (_case, status, request) => {
-    const app = await appWith([ORIGIN])
+    const app = oneOrigin()
 
     const response = await app.inject({ ...request, headers: { ...request.headers, origin: ORIGIN } })
 

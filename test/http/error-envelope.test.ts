@@ -7,7 +7,7 @@ import { StoreUnavailableError } from '../../src/store/plant-store.js'
 import { openMemoryStore } from '../../src/store/memory/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { bearer, buildTestApp, expectError, postPlant, temporaryFolder } from '../helpers/app.js'
+import { bearer, buildTestApp, expectError, memoryBackend, postPlant, sharedTestApp, temporaryFolder } from '../helpers/app.js'
 
 function openSocket (app: FastifyInstance): Socket {
   const address = app.server.address()
@@ -51,9 +51,12 @@ async function listeningApp (store?: PlantStore): Promise<FastifyInstance> {
 }
 
 describe('The error envelope', () => {
+  // One app for the tests that store nothing and need no listening socket or store of their own.
+  const shared = sharedTestApp(memoryBackend)
+
   describe('from the router', () => {
     it('answers an unknown path with a 404 Error', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       expectError(await app.inject({ method: 'GET', url: '/nowhere?x=1' }), 404, 'no route GET /nowhere')
     })
@@ -63,7 +66,7 @@ describe('The error envelope', () => {
       ['/readyz', 'DELETE', 'GET, HEAD'],
       ['/openapi.json', 'PUT', 'GET, HEAD']
     ])('answers %s with an unsupported method with a 405 and Allow', async (url, method, allow) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({ method: method as 'POST', url })
 
@@ -79,7 +82,7 @@ describe('The error envelope', () => {
       ['OPTIONS', '/plants', 'GET, HEAD, POST'],
       ['TRACE', '/plants', 'GET, HEAD, POST']
     ])('answers an authenticated %s %s with a 405 and Allow', async (method, url, allow) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({ method: method as 'PATCH', url, headers: bearer() })
 
@@ -101,21 +104,21 @@ describe('The error envelope', () => {
     })
 
     it('answers an unknown path below /plants with a 404, after authentication', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       expectError(await app.inject({ method: 'GET', url: '/plants/1/leaves', headers: bearer() }), 404, 'no route GET /plants/1/leaves')
       expectError(await app.inject({ method: 'GET', url: '/plants/1/leaves' }), 401, /Authorization/)
     })
 
     it('answers an overlong path segment with a 414 Error', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       expectError(await app.inject({ method: 'GET', url: `/plants/${'1'.repeat(120)}`, headers: bearer() }), 414,
         'a path segment of the request URL is too long')
     })
 
     it('answers a body shorter than its Content-Length with a 400 Error', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({
         method: 'POST',
@@ -128,7 +131,7 @@ describe('The error envelope', () => {
     })
 
     it('answers a URL that cannot be decoded with a 400 Error, after authentication', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       expectError(await app.inject({ method: 'GET', url: '/plants/%E0%A4%A', headers: bearer() }), 400, 'the request URL is malformed')
       expectError(await app.inject({ method: 'GET', url: '/plants/%E0%A4%A' }), 401, /Authorization/)
@@ -137,7 +140,7 @@ describe('The error envelope', () => {
 
   describe('x-request-id', () => {
     it('reuses a short printable incoming id', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'trace-abc.123' } })
 
@@ -149,7 +152,7 @@ describe('The error envelope', () => {
       ['128 characters, the longest', 'r'.repeat(128)],
       ['every visible ASCII character', Array.from({ length: 0x7f - 0x21 }, (_, index) => String.fromCharCode(0x21 + index)).join('')]
     ])('reuses an incoming id of %s, on an error as on a success', async (_case, incoming) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const served = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': incoming } })
       const refused = await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': incoming } })
@@ -160,7 +163,7 @@ describe('The error envelope', () => {
     })
 
     it('makes a new id per request: a UUIDv8 whose random part is fixed per process, then a counter', async () => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const ids = await Promise.all(Array.from({ length: 3 }, async () =>
         (await app.inject({ method: 'GET', url: '/healthz' })).headers['x-request-id'] as string))
@@ -178,7 +181,7 @@ describe('The error envelope', () => {
       ['with a control character', 'abc\u0001def'],
       ['empty', '']
     ])('replaces an incoming id that is %s', async (_case, incoming) => {
-      const app = await buildTestApp()
+      const app = shared()
 
       const response = await app.inject({ method: 'GET', url: '/nowhere', headers: { 'x-request-id': incoming } })
 

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import SwaggerParser from '@apidevtools/swagger-parser'
 import { describe, expect, it } from 'vitest'
-import { buildTestApp } from '../helpers/app.js'
+import { memoryBackend, sharedTestApp } from '../helpers/app.js'
 
 const CHECKED_IN = new URL('../../openapi/openapi.json', import.meta.url)
 
@@ -12,8 +12,11 @@ interface OperationObject {
 }
 
 describe('The OpenAPI document', () => {
+  // Every test reads the document or the UI of the same default app, and none writes.
+  const shared = sharedTestApp(memoryBackend)
+
   it('served at /openapi.json without a token is identical to openapi/openapi.json (run `npm run openapi` after a change)', async () => {
-    const app = await buildTestApp()
+    const app = shared()
 
     const response = await app.inject({ method: 'GET', url: '/openapi.json' })
 
@@ -22,7 +25,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('is valid OpenAPI 3.1', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
     const validated = await SwaggerParser.validate(structuredClone(document))
@@ -33,7 +36,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('names the shared schemas as components, with the seed fields and int64 ids', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
     expect(Object.keys(components.schemas).sort()).toEqual([
@@ -73,7 +76,7 @@ describe('The OpenAPI document', () => {
     ['/admin/webhooks/{id}/deliveries', 'get', 'listWebhookDeliveries', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '414', '429', '500', '503'], undefined],
     ['/admin/webhooks/{id}/rotate-secret', 'post', 'rotateWebhookSecret', 'webhooks', 'admin', ['200', '400', '401', '403', '404', '413', '414', '415', '429', '500', '503'], 'RotatedWebhookSecret']
   ])('documents %s %s (%s) fully: every status, the shared Error, the bearer requirement with its scope', async (path, method, operationId, tag, scope, statuses, success) => {
-    const app = await buildTestApp()
+    const app = shared()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const operation = paths[path][method]
 
@@ -93,7 +96,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('documents the path and query parameters as integers, the tag filter, and the precondition headers', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const idParameter = expect.objectContaining({
       in: 'path', name: 'id', required: true, schema: expect.objectContaining({ type: 'integer', format: 'int64' })
@@ -121,7 +124,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('documents the webhook subscription operations: the secret-bearing 201, the uuid id, the deliveries page and its Link', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const { paths, components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const idParameter = expect.objectContaining({ in: 'path', name: 'id', required: true, schema: { type: 'string', format: 'uuid' } })
 
@@ -155,7 +158,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('describes the events it posts under `webhooks`, plant.created being the upstream /plant/webhook callback', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const { webhooks, tags } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const header = (name: string, schema: object) => ({ name, in: 'header', required: true, description: expect.any(String), schema })
     const event = (type: string, operationId: string, requestBody: object) => ({
@@ -197,7 +200,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('never shows a token or a digest in an example', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const text = (await app.inject({ method: 'GET', url: '/openapi.json' })).body
 
     expect(text).not.toMatch(/pst_[A-Za-z0-9_-]{43}/)
@@ -206,7 +209,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('shows, for every error status of every operation, an example whose error is that status', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const { paths } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, Record<string, OperationObject>> }
 
     const examples = Object.entries(paths).flatMap(([path, operations]) => Object.entries(operations).flatMap(([method, operation]) =>
@@ -221,7 +224,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('writes no description that Swagger UI would read as an HTML tag and drop (code spans aside)', async () => {
-    const app = await buildTestApp()
+    const app = shared()
     const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
     const tagLike: string[] = []
     const visit = (value: unknown): void => {
@@ -250,7 +253,7 @@ describe('The OpenAPI document', () => {
   })
 
   it('is explorable in Swagger UI at /docs without a token', async () => {
-    const app = await buildTestApp()
+    const app = shared()
 
     const page = await app.inject({ method: 'GET', url: '/docs/' })
     const initializer = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' })

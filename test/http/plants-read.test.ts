@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, expectError, postPlant } from '../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, memoryBackend, postPlant, sharedTestApp, withoutPlants } from '../helpers/app.js'
 
 const ID_PARAMETER_RULE = 'path parameter id must be a canonical decimal integer from -9223372036854775808 to 9223372036854775807'
 const MIN = '-9223372036854775808'
@@ -30,12 +30,15 @@ async function walkPages (app: FastifyInstance, firstUrl: string, between: (page
   return pages
 }
 
+// Tests of one plant share one app per backend (each on ids of its own, or first deleting the int64
+// edge it needs); the tests of GET /plants list the whole store, so each builds its own.
 describe.each(backends)('Reading, listing and deleting plants on $name', (backend) => {
   const build = async () => buildTestApp({ store: await backend.open() })
+  const shared = sharedTestApp(backend)
 
   describe('GET /plants/{id}', () => {
     it('answers the stored plant with its id, name and tag', async () => {
-      const app = await build()
+      const app = shared()
       await postPlant(app, { id: 10, name: 'Monstera', tag: 'tropical' })
 
       const response = await get(app, '/plants/10')
@@ -46,7 +49,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it('leaves out a tag that was never given, and keeps an empty one', async () => {
-      const app = await build()
+      const app = shared()
       await postPlant(app, { id: 11, name: 'Fern' })
       await postPlant(app, { id: 12, name: 'Fern', tag: '' })
 
@@ -55,8 +58,8 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it.each([MIN, MAX, '9007199254740993', '-9007199254740993'])('finds id %s and writes it with every digit', async (id) => {
-      const app = await build()
-      await postPlant(app, `{"id":${id},"name":"edge"}`)
+      const app = await withoutPlants(shared(), id)
+      expect((await postPlant(app, `{"id":${id},"name":"edge"}`)).statusCode).toBe(200)
 
       const response = await get(app, `/plants/${id}`)
 
@@ -65,13 +68,13 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it('answers 404 for an id no plant has', async () => {
-      const app = await build()
+      const app = shared()
 
       expectError(await get(app, '/plants/404'), 404, 'no plant has id 404')
     })
 
     it('answers HEAD like GET, without a body', async () => {
-      const app = await build()
+      const app = shared()
       await postPlant(app, { id: 13, name: 'Fern' })
 
       const response = await app.inject({ method: 'HEAD', url: '/plants/13', headers: bearer() })
@@ -91,13 +94,13 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
       ['one below the smallest int64', '-9223372036854775809'],
       ['a space', '1%202']
     ])('refuses %s in the path with a 400 naming the parameter', async (_case, id) => {
-      const app = await build()
+      const app = shared()
 
       expectError(await get(app, `/plants/${id}`), 400, ID_PARAMETER_RULE)
     })
 
     it.each(['GET', 'DELETE'] as const)('refuses %s /plants/, a path without its id, with a 400 saying the id is missing', async (method) => {
-      const app = await build()
+      const app = shared()
 
       expectError(await app.inject({ method, url: '/plants/', headers: bearer() }), 400,
         `path parameter id is missing: the path ends where id belongs (a canonical decimal integer from ${MIN} to ${MAX})`)
@@ -106,7 +109,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
 
   describe('DELETE /plants/{id}', () => {
     it('answers 204 with no body, after which the plant is gone', async () => {
-      const app = await build()
+      const app = shared()
       await postPlant(app, { id: 20, name: 'Fern' })
 
       const deleted = await remove(app, '/plants/20')
@@ -122,7 +125,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it('frees the id: the old body creates a new plant, and so does another', async () => {
-      const app = await build()
+      const app = shared()
       await postPlant(app, { id: 21, name: 'Fern', tag: 'old' })
       await remove(app, '/plants/21')
 
@@ -136,8 +139,8 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it.each([MIN, MAX])('deletes id %s exactly, not a neighbour', async (id) => {
-      const app = await build()
       const neighbour = (BigInt(id) + (id === MIN ? 1n : -1n)).toString()
+      const app = await withoutPlants(shared(), id, neighbour)
       await createAll(app, [id, neighbour])
 
       expect((await remove(app, `/plants/${id}`)).statusCode).toBe(204)
@@ -145,7 +148,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
     })
 
     it.each(['12abc', '1.5', '+5', '007', '-0', '9223372036854775808'])('refuses the malformed id %s with a 400', async (id) => {
-      const app = await build()
+      const app = shared()
 
       expectError(await remove(app, `/plants/${id}`), 400, ID_PARAMETER_RULE)
     })
@@ -250,7 +253,7 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
       ['after=1.5', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`],
       ['after=-0', `query parameter after must be a canonical decimal integer from ${MIN} to ${MAX}`]
     ])('refuses %s with a 400 naming the parameter', async (query, message) => {
-      const app = await build()
+      const app = shared()
 
       expectError(await get(app, `/plants?${query}`), 400, message)
     })
@@ -268,6 +271,8 @@ describe.each(backends)('Reading, listing and deleting plants on $name', (backen
 })
 
 describe('Authentication of the read and delete operations', () => {
+  const shared = sharedTestApp(memoryBackend)
+
   it.each([
     ['GET', '/plants/1'],
     ['GET', '/plants/not-a-number'],
@@ -277,7 +282,7 @@ describe('Authentication of the read and delete operations', () => {
     ['HEAD', '/plants'],
     ['GET', '/plants/1/extra']
   ] as const)('refuses %s %s without a token with a 401, before looking at the path or query', async (method, url) => {
-    const app = await buildTestApp()
+    const app = shared()
 
     const response = await app.inject({ method, url })
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, expectError, postPlant, TEST_TOKEN } from '../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, postPlant, sharedTestApp, TEST_TOKEN, withoutPlants } from '../helpers/app.js'
 
 const ENTITY_TAG = /^"[A-Za-z0-9_-]{27}"$/
 const MIN = '-9223372036854775808'
@@ -80,12 +80,13 @@ const BROKEN_BODIES: ReadonlyArray<readonly [string, string]> = [
 ]
 
 describe.each(backends)('Updating plants on $name', (backend) => {
-  const build = async (tokens?: readonly string[]) =>
-    buildTestApp({ store: await backend.open(), ...(tokens === undefined ? {} : { tokens }) })
+  const shared = sharedTestApp(backend)
+  /** The app the tests share, without plants under `ids`: each test starts as on a fresh store for the ids it uses. */
+  const appWithout = (...ids: string[]) => withoutPlants(shared(), ...ids)
 
   describe('PUT /plants/{id}', () => {
     it('creates an absent plant (201, Location), then replaces it whole (200); identical content keeps the ETag', async () => {
-      const app = await build()
+      const app = await appWithout('5')
 
       const created = await put(app, '5', { name: 'Monstera', tag: 'tropical' })
       const tagged = expectPlant(created, 201, '{"id":5,"name":"Monstera","tag":"tropical"}')
@@ -107,7 +108,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('keeps ids exact at the int64 extremes and beyond 2^53, in the path and in the body', async () => {
-      const app = await build()
+      const app = await appWithout(MIN, MAX, ABOVE_DOUBLE_PRECISION, '9007199254740992')
 
       for (const id of [MIN, MAX, ABOVE_DOUBLE_PRECISION]) {
         const created = await put(app, id, `{"id":${id},"name":"edge"}`)
@@ -122,7 +123,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('accepts an id member equal to the path id in any JSON integer spelling, and refuses any other, changing nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5', '-7', '6', '8', '9', ABOVE_DOUBLE_PRECISION, '9007199254740992')
 
       expectPlant(await put(app, '5', '{"id":5,"name":"a"}'), 201, '{"id":5,"name":"a"}')
       expectPlant(await put(app, '5', '{"id":5.0,"name":"b"}'), 200, '{"id":5,"name":"b"}')
@@ -141,7 +142,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('refuses a body or media type POST would refuse, on an existing or an absent plant, changing nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5', '6')
       const entityTag = await stored(app, '5', { name: 'kept', tag: 'k' })
       const putBreaks: ReadonlyArray<readonly [string, string]> = [
         ...BROKEN_BODIES,
@@ -162,7 +163,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('accepts 256 code points in name and tag, and ignores unknown keys, __proto__ included', async () => {
-      const app = await build()
+      const app = await appWithout('5', '6')
       const name = '🌵'.repeat(256)
       const tag = 'é'.repeat(256)
 
@@ -180,7 +181,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
 
   describe('PATCH /plants/{id}', () => {
     it('merges: a name renames, a tag sets, null removes the tag, {} and unknown keys change nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const original = await stored(app, '5', { name: 'Monstera', tag: 'tropical' })
 
       const renamed = expectPlant(await patch(app, '5', { name: 'Swiss cheese plant' }), 200, '{"id":5,"name":"Swiss cheese plant","tag":"tropical"}')
@@ -199,7 +200,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('accepts an id member equal to the path id in any JSON integer spelling, exact beyond 2^53', async () => {
-      const app = await build()
+      const app = await appWithout(ABOVE_DOUBLE_PRECISION, '5')
       await stored(app, ABOVE_DOUBLE_PRECISION, { name: 'a' })
       await stored(app, '5', { name: 'a' })
 
@@ -214,7 +215,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('refuses a patch that breaks a rule, {"name":null} and another id included, with its message, changing nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const entityTag = await stored(app, '5', { name: 'kept', tag: 'k' })
       const patchBreaks: ReadonlyArray<readonly [string, string]> = [
         ...BROKEN_BODIES,
@@ -233,7 +234,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('answers 404 for an absent plant and creates nothing', async () => {
-      const app = await build()
+      const app = await appWithout('7', MIN)
 
       expectError(await patch(app, '7', { name: 'x', tag: 't' }), 404, 'no plant has id 7')
       expectError(await patch(app, MIN, {}), 404, `no plant has id ${MIN}`)
@@ -243,7 +244,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('takes only application/merge-patch+json: application/json, text/plain or none are 415s and change nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const entityTag = await stored(app, '5', { name: 'kept' })
       const untyped = await app.inject({ method: 'PATCH', url: '/plants/5', headers: bearer(), payload: '{"name":"b"}' })
 
@@ -257,7 +258,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('refuses a PATCH without a body: none at all is a 400 like a non-object, an empty merge patch is not JSON; nothing changes', async () => {
-      const app = await build()
+      const app = await appWithout('5', '6')
       const entityTag = await stored(app, '5', { name: 'kept', tag: 'k' })
       const bodiless = (id: string) => app.inject({ method: 'PATCH', url: `/plants/${id}`, headers: bearer() })
 
@@ -272,7 +273,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
 
   describe('POST after PUT or PATCH', () => {
     it('replays a POST of the plant as it is now (200) and refuses one of its former content (409), changing nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5', '6')
       expect((await postPlant(app, { id: 5, name: 'Monstera', tag: 'tropical' })).statusCode).toBe(200)
       expect((await postPlant(app, { id: 6, name: 'Fern' })).statusCode).toBe(200)
       expectPlant(await put(app, '5', { name: 'Swiss cheese plant' }), 200, '{"id":5,"name":"Swiss cheese plant"}')
@@ -296,7 +297,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
 
   describe('ETag', () => {
     it('is one value per content on every single-plant answer, and changes exactly when the name or the tag does', async () => {
-      const app = await build()
+      const app = await appWithout(ABOVE_DOUBLE_PRECISION)
       const plant = `{"id":${ABOVE_DOUBLE_PRECISION},"name":"A","tag":""}`
 
       const created = await postPlant(app, plant)
@@ -317,7 +318,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('is the same on HEAD as on GET, and HEAD answers If-None-Match like GET', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const stale = await stored(app, '5', { name: 'a' })
       const current = await stored(app, '5', { name: 'b', tag: 't' })
       const head = (headers: Headers = {}) => app.inject({ method: 'HEAD', url: '/plants/5', headers: { ...bearer(), ...headers } })
@@ -336,7 +337,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
 
   describe('conditional requests', () => {
     it('writes when If-Match names the current ETag, alone, in a list or as *: PUT, PATCH, then DELETE', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const first = await stored(app, '5', { name: 'a' })
 
       const second = expectPlant(await put(app, '5', { name: 'b' }, { 'if-match': first }), 200, '{"id":5,"name":"b"}')
@@ -352,7 +353,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('answers 412 when If-Match names a stale or a weak ETag, for PUT, PATCH and DELETE, changing nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const stale = await stored(app, '5', { name: 'a' })
       const current = await stored(app, '5', { name: 'b', tag: 't' })
 
@@ -366,7 +367,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('answers 412 to If-Match on an absent plant, * included, for PUT, PATCH and DELETE, creating nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5', '6')
       const elsewhere = await stored(app, '6', { name: 'a' })
 
       for (const ifMatch of ['*', elsewhere]) {
@@ -379,7 +380,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('creates with If-None-Match: * when the plant is absent, and answers 412 once it exists', async () => {
-      const app = await build()
+      const app = await appWithout('5')
 
       const created = await put(app, '5', { name: 'a' }, { 'if-none-match': '*' })
       const entityTag = expectPlant(created, 201, '{"id":5,"name":"a"}')
@@ -391,7 +392,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('answers GET with 304 (no body, the ETag) when If-None-Match holds the current ETag, weakly compared; 412 when If-Match does not', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const stale = await stored(app, '5', { name: 'a' })
       const current = await stored(app, '5', { name: 'b' })
 
@@ -409,7 +410,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('answers GET with 404 for an absent plant whatever If-None-Match holds', async () => {
-      const app = await build()
+      const app = await appWithout('5', '6')
       const elsewhere = await stored(app, '6', { name: 'a' })
 
       for (const ifNoneMatch of ['*', elsewhere, `W/${elsewhere}`]) {
@@ -419,7 +420,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
     })
 
     it('refuses a malformed If-Match or If-None-Match with a 400 naming the header, changing nothing', async () => {
-      const app = await build()
+      const app = await appWithout('5')
       const current = await stored(app, '5', { name: 'a' })
 
       expectError(await put(app, '5', { name: 'b' }, { 'if-match': 'abc' }), 400, MALFORMED_IF_MATCH)
@@ -433,7 +434,7 @@ describe.each(backends)('Updating plants on $name', (backend) => {
   })
 
   it('answers PUT and PATCH with 401 without credentials and 403 with read-only ones, whatever the body, changing nothing', async () => {
-    const app = await build([`name=reader;scopes=plants:read;${READER_SECRET}`, TEST_TOKEN])
+    const app = await buildTestApp({ store: await backend.open(), tokens: [`name=reader;scopes=plants:read;${READER_SECRET}`, TEST_TOKEN] })
     const entityTag = await stored(app, '5', { name: 'kept' })
     const reader = bearer(READER_SECRET)
     const anonymous = (method: 'PUT' | 'PATCH', id: string) => app.inject({

@@ -82,7 +82,7 @@ describe('The log line of a completed request', () => {
     await app.listen({ port: 0, host: '127.0.0.1' })
     const requestId = 'q"uote\\back'
     // Sent over a socket: inject would percent-encode the path, and Node's parser lets these through.
-    const target = Buffer.from('/plants/"\\{|}^`?q="x"')
+    const target = Buffer.from('/plants/"\\{|}^`?p="x"')
 
     const answer = await rawRequest(app.server.address() as AddressInfo, Buffer.concat([
       Buffer.from('GET '), target, Buffer.from(` HTTP/1.1\r\nHost: x\r\nAuthorization: ${bearer().authorization}\r\nx-request-id: ${requestId}\r\nConnection: close\r\n\r\n`)
@@ -188,7 +188,7 @@ describe('The client address of the log line (remoteAddress)', () => {
     await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'json-line' } })
     await nextTurn()
     const prettyFields: Array<Record<string, unknown>> = []
-    const request = { id: 'pretty-line', method: 'GET', url: '/healthz', ip: '127.0.0.1', accessToken: null }
+    const request = { id: 'pretty-line', method: 'GET', url: '/healthz', ip: '127.0.0.1', accessToken: null, plantListing: null }
     const reply = { statusCode: 200, elapsedTime: 1.25, log: { info: (fields: Record<string, unknown>) => { prettyFields.push(fields) } } }
 
     new CompletedRequestLog('info').requestCompleted(null, request as unknown as FastifyRequest, reply as unknown as FastifyReply)

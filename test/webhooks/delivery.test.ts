@@ -109,8 +109,9 @@ describe.each(backends)('webhook deliveries ($name)', (backend) => {
 
     const bodies = [1, 2, 3, 4, 5].map((n) => `{"id":${n},"name":"Seedling ${n}"}`)
     for (const body of bodies) expect((await postPlant(app, body)).statusCode).toBe(200)
-    await sleep(1500)
-    const duringOutage = await deliveryAttempts(app, subscriptionId)
+    // The receiver stays away until every event has been refused at least once.
+    const duringOutage = await waitFor(() => deliveryAttempts(app, subscriptionId),
+      (attempts) => new Set(attempts.map(({ eventId }) => eventId)).size === 5)
     expect(new Set(duringOutage.map(({ eventId }) => eventId)).size).toBe(5)
     for (const attempt of duringOutage) {
       expect(attempt).toEqual({ id: ATTEMPT_ID, eventId: expect.any(String), type: 'plant.created', attempt: expect.any(Number), error: expect.stringContaining('ECONNREFUSED'), at: ISO_TIME })

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest'
 import type { AppConfig } from '../../src/app.js'
 import Database from '../../src/store/sqlite/driver.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
-import { backends, bearer, buildTestApp, expectError, postPlant, temporaryFolder, type Backend } from '../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, postPlant, sharedTestApp, temporaryFolder, type Backend } from '../helpers/app.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 import { ADMIN_TOKEN, subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
@@ -52,8 +52,16 @@ async function expectNoSubscriptions (app: FastifyInstance): Promise<void> {
 }
 
 describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
+  // Three apps the tests of this backend share: one on which every test makes and reads subscriptions of
+  // its own; two on which nothing is ever stored (every test there is refused), so each can still prove
+  // that its refusal stored nothing by the empty list. A test that lists or counts every subscription, or
+  // writes plants (which the subscriptions of others would be sent), builds its own.
+  const ownSubscriptions = sharedTestApp(backend, { tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+  const refusals = sharedTestApp(backend, { tokens: WEBHOOK_TEST_TOKENS, config: { webhooks: WEBHOOK_TEST_CONFIG } })
+  const refusalsByDefault = sharedTestApp(backend, { tokens: WEBHOOK_TEST_TOKENS, config: {} })
+
   it('creates a subscription: 201, its Location, no-store, the secret shown once, all three events by default', async () => {
-    const app = await openApp(backend)
+    const app = ownSubscriptions()
     const before = Date.now()
 
     const response = await create(app, { url: SILENT_URL })
@@ -76,7 +84,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
   })
 
   it('keeps the events a subscription names, and gives every subscription its own id and secret', async () => {
-    const app = await openApp(backend)
+    const app = ownSubscriptions()
 
     const deletions = await created(app, { url: SILENT_URL, events: ['plant.deleted', 'plant.created'] })
     const everything = await created(app, { url: SILENT_URL, events: ALL_EVENTS })
@@ -105,7 +113,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
   })
 
   it('reads one subscription with no deliveries yet: counts 0 and no lastError', async () => {
-    const app = await openApp(backend)
+    const app = ownSubscriptions()
     const subscription = await created(app, { url: SILENT_URL, events: ['plant.created'] })
 
     const response = await admin(app, 'GET', `/admin/webhooks/${subscription.id}`)
@@ -134,7 +142,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
   })
 
   it('pages the deliveries of a fresh subscription as an empty array without Link; an unknown id is a 404', async () => {
-    const app = await openApp(backend)
+    const app = ownSubscriptions()
     const { id } = await created(app, { url: SILENT_URL })
 
     const page = await admin(app, 'GET', `/admin/webhooks/${id}/deliveries`)
@@ -155,14 +163,14 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
     ['url is not http or https', { url: 'ftp://example.com/hooks' }, 'url must be an http or https URL, not ftp'],
     ['url is longer than 2048 characters', { url: `https://example.com/${'a'.repeat(2029)}` }, 'url must be at most 2048 characters long']
   ])('refuses a subscription whose %s with 400 and stores nothing', async (_case, payload, message) => {
-    const app = await openApp(backend)
+    const app = refusals()
 
     expectError(await create(app, payload), 400, message)
     await expectNoSubscriptions(app)
   })
 
   it('accepts a URL of exactly 2048 characters', async () => {
-    const app = await openApp(backend)
+    const app = ownSubscriptions()
     const url = `https://example.com/${'a'.repeat(2028)}`
     expect(url).toHaveLength(2048)
 
@@ -214,7 +222,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
     ['http://[2001::1]/', '2001::1'],
     ['http://[100::1]/', '100::1']
   ])('refuses %s by default (WEBHOOK_ALLOW_PRIVATE_NETWORKS unset) and stores nothing', async (url, shown) => {
-    const app = await openApp(backend, {})
+    const app = refusalsByDefault()
 
     expectError(await create(app, { url }), 400,
       `url must not reach a loopback, private or link-local address (${shown}); ${PRIVATE_NETWORK_RULE}`)
@@ -279,7 +287,7 @@ describe.each(backends)('the /admin/webhooks API ($name)', (backend) => {
     ['limit=1001', 'query parameter limit must be a canonical decimal integer from 1 to 1000'],
     ['after=abc', 'query parameter after must be a canonical decimal integer from -9223372036854775808 to 9223372036854775807']
   ])('refuses a deliveries page with %s', async (query, message) => {
-    const app = await openApp(backend)
+    const app = ownSubscriptions()
     const { id } = await created(app, { url: SILENT_URL })
 
     expectError(await admin(app, 'GET', `/admin/webhooks/${id}/deliveries?${query}`), 400, message)

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../../../src/auth/tokens.js'
-import { backends, bearer, buildTestApp, expectError, expectNothingStored, postPlant, TEST_TOKEN } from '../../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, expectNothingStored, memoryBackend, postPlant, sharedTestApp, TEST_TOKEN } from '../../helpers/app.js'
 
 const ADMIN_TOKEN = 'access-tokens-admin-token-0c41'
 const READ_TOKEN = 'access-tokens-read-token-77b2'
@@ -45,6 +45,8 @@ async function madeToken (app: FastifyInstance, body: Record<string, unknown>): 
 
 describe('Scopes', () => {
   const build = () => buildTestApp({ tokens: ENVIRONMENT_TOKENS })
+  // For the tests that are refused or find no route: nothing they send is stored.
+  const shared = sharedTestApp(memoryBackend, { tokens: ENVIRONMENT_TOKENS })
 
   it.each([
     ['GET /plants', 'GET', '/plants', undefined, 200],
@@ -96,7 +98,7 @@ describe('Scopes', () => {
     ['a method /admin/tokens does not have', { method: 'PUT', url: '/admin/tokens' }, READ_TOKEN, 'admin'],
     ['a bad token body', { method: 'POST', url: '/admin/tokens', payload: '{"name":"has space"}' }, WRITE_TOKEN, 'admin']
   ] as const)('the scope is checked before the rest: %s without the scope is a 403', async (_case, request, token, scope) => {
-    const app = await build()
+    const app = shared()
 
     const response = await app.inject({ ...request, headers: { ...bearer(token), 'content-type': 'application/json' } })
 
@@ -109,7 +111,7 @@ describe('Scopes', () => {
     ['a token without admin', bearer(READ_TOKEN), 403, 'this token lacks the scope "admin", which this operation needs'],
     ['the admin token', bearer(ADMIN_TOKEN), 404, 'no route GET /admin/nothing']
   ])('under /admin authentication comes first, then the scope, then the route: %s', async (_case, headers, status, message) => {
-    const app = await build()
+    const app = shared()
 
     const response = await app.inject({ method: 'GET', url: '/admin/nothing', headers })
 
@@ -117,7 +119,7 @@ describe('Scopes', () => {
   })
 
   it('answers a method /admin/tokens lacks with 405 and Allow for an admin token', async () => {
-    const app = await build()
+    const app = shared()
 
     const response = await app.inject({ method: 'PUT', url: '/admin/tokens', headers: bearer(ADMIN_TOKEN) })
 
@@ -126,7 +128,7 @@ describe('Scopes', () => {
   })
 
   it('lets a method /plants lacks (405) through with any valid token: it needs no scope', async () => {
-    const app = await build()
+    const app = shared()
 
     const response = await app.inject({ method: 'OPTIONS', url: '/plants', headers: bearer(ADMIN_TOKEN) })
 
@@ -136,9 +138,14 @@ describe('Scopes', () => {
 
 describe.each(backends)('The token admin API on $name', (backend) => {
   const build = async () => buildTestApp({ store: await backend.open(), tokens: ENVIRONMENT_TOKENS })
+  // One app for the tests that make and read tokens of their own, each under a name no other test uses;
+  // one for the refused creations, where nothing is ever stored, so each can count the list. A test that
+  // lists every token builds its own.
+  const ownTokens = sharedTestApp(backend, { tokens: ENVIRONMENT_TOKENS })
+  const refusals = sharedTestApp(backend, { tokens: ENVIRONMENT_TOKENS })
 
   it('creates a token, shows it once, and the new token works at once with exactly its scopes', async () => {
-    const app = await build()
+    const app = ownTokens()
     const before = Date.now()
 
     const response = await createToken(app, { name: 'grafana-dashboard', scopes: ['plants:read'], ignored: true })
@@ -162,7 +169,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('accepts a name of exactly 64 characters using every allowed kind, keeps it whole, and holds it against a second token', async () => {
-    const app = await build()
+    const app = ownTokens()
     const name = `Az09._-${'n'.repeat(57)}`
 
     const created = await createToken(app, { name, scopes: ['plants:read'] })
@@ -177,17 +184,17 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('stores scopes in their canonical order and keeps an expiry, normalised to UTC', async () => {
-    const app = await build()
+    const app = ownTokens()
     const expiresAt = new Date(Date.now() + 86_400_000)
     const offset = `${expiresAt.toISOString().slice(0, 19)}+00:00`
 
-    const created = (await createToken(app, { name: 'ci', scopes: ['admin', 'plants:write', 'plants:read'], expiresAt: offset })).json()
+    const created = (await createToken(app, { name: 'deploy', scopes: ['admin', 'plants:write', 'plants:read'], expiresAt: offset })).json()
     const listed = (await app.inject({ method: 'GET', url: `/admin/tokens/${created.id}`, headers: bearer(ADMIN_TOKEN) })).json()
 
     expect(created.scopes).toEqual(['plants:read', 'plants:write', 'admin'])
     expect(created.expiresAt).toBe(`${expiresAt.toISOString().slice(0, 19)}.000Z`)
     expect(listed).toEqual({
-      id: created.id, name: 'ci', scopes: ['plants:read', 'plants:write', 'admin'], source: 'store', createdAt: created.createdAt, expiresAt: created.expiresAt
+      id: created.id, name: 'deploy', scopes: ['plants:read', 'plants:write', 'admin'], source: 'store', createdAt: created.createdAt, expiresAt: created.expiresAt
     })
   })
 
@@ -214,7 +221,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('revokes a token: 204, the next request with it is a 401, and the listing shows when', async () => {
-    const app = await build()
+    const app = ownTokens()
     const made = await madeToken(app, { name: 'leaked', scopes: ['plants:read'] })
     expect((await getPlants(app, made.token)).statusCode).toBe(200)
 
@@ -234,7 +241,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('lets a token revoke itself; its next request is a 401', async () => {
-    const app = await build()
+    const app = ownTokens()
     const made = await madeToken(app, { name: 'self', scopes: ['admin'] })
 
     const revoked = await revokeToken(app, made.id, made.token)
@@ -245,7 +252,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('frees the name of a revoked token, and refuses a name a live token has, in either source', async () => {
-    const app = await build()
+    const app = ownTokens()
     const old = await madeToken(app, { name: 'ci', scopes: ['plants:write'] })
 
     const taken = await createToken(app, { name: 'ci', scopes: ['plants:read'] })
@@ -261,7 +268,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('refuses to revoke an environment token over HTTP, and 404s an unknown id', async () => {
-    const app = await build()
+    const app = ownTokens()
 
     const environment = await revokeToken(app, 'env:dashboard')
     const unknown = await revokeToken(app, '0b6f2e53-2f1c-4f4e-9a51-3c6d1f0e9a27')
@@ -295,7 +302,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
     ['a body that is an array', [], 'request body must be a JSON object'],
     ['a body that is not JSON', '{"name":', /^request body is not valid JSON: /]
   ])('refuses %s with a 400 naming the field, and creates nothing', async (_case, body, message) => {
-    const app = await build()
+    const app = refusals()
     const before = (await listTokens(app)).body
 
     const response = await createToken(app, body)
@@ -305,7 +312,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
   })
 
   it('refuses a body over the limit (413) and another media type (415), creating nothing', async () => {
-    const app = await build()
+    const app = refusals()
 
     const large = await createToken(app, `{"name":"big","scopes":["admin"],"pad":"${'x'.repeat(20_000)}"}`)
     const text = await app.inject({ method: 'POST', url: '/admin/tokens', headers: { ...bearer(ADMIN_TOKEN), 'content-type': 'text/plain' }, payload: 'name=x' })
