@@ -8,6 +8,7 @@ import { bearerSecurity } from './docs.js'
 import { entityTagOf } from './entity-tags.js'
 import { jsonString } from '../json-text.js'
 import { decideBatch, plannedId, plannedOperation, type OperationResult } from './batch-decisions.js'
+import { answerUnmatched } from './method-not-allowed.js'
 import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
 export interface PlantBatchOptions {
@@ -38,6 +39,14 @@ declare module 'fastify' {
  */
 export async function plantBatchRoutes (app: FastifyInstance, options: PlantBatchOptions): Promise<void> {
   const { store } = options
+  // `/plants/batch` is the batch, not the plant "batch" that `/plants/{id}` would take it for: 405, not 400.
+  app.route({
+    method: ['GET', 'PUT', 'PATCH', 'DELETE'],
+    url: '/batch',
+    config: { answersUnmatched: true },
+    schema: { hide: true },
+    handler: answerUnmatched
+  })
   app.withTypeProvider<TypeBoxTypeProvider>().post('/batch', {
     bodyLimit: options.bodyLimit,
     schema: {

@@ -19,6 +19,7 @@ export function describeViolation (error: ValueError, part: string, bareFields: 
   }
   const subject = bareFields ? field : `${part} ${field}`
   if (error.type === ValueErrorType.ObjectRequiredProperty) return `${subject} is required`
+  if (error.type === ValueErrorType.Array) return `${subject} must be an array`
   if (error.type === ValueErrorType.ArrayMinItems) return `${subject} must not be empty`
   if (error.type === ValueErrorType.ArrayMaxItems) return `${subject} must hold at most ${error.schema.maxItems} items`
   if (error.type === ValueErrorType.ArrayUniqueItems) return `${subject} must not hold the same value twice`
