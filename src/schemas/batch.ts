@@ -16,17 +16,26 @@ const ifMatch = precondition('If-Match', 'it applies only while the plant has on
 const ifNoneMatch = precondition('If-None-Match', '`*` to create only (412 when the plant exists)')
 const operationId = Int64('The id of the plant the operation writes')
 
+export const BatchPost = Type.Object({ method: Type.Literal('POST'), body: ref(NewPlant) },
+  component('BatchPost', 'A `POST /plants` in a batch: its body creates a plant, or replays an identical one.'))
+export const BatchPut = Type.Object({ method: Type.Literal('PUT'), id: operationId, body: ref(PlantReplacement), ifMatch, ifNoneMatch },
+  component('BatchPut', 'A `PUT /plants/{id}` in a batch: creates or replaces the plant with this id whole.'))
+export const BatchPatch = Type.Object({ method: Type.Literal('PATCH'), id: operationId, body: ref(PlantPatch), ifMatch, ifNoneMatch },
+  component('BatchPatch', 'A `PATCH /plants/{id}` in a batch: its body is a JSON merge patch of the plant.'))
+export const BatchDelete = Type.Object({ method: Type.Literal('DELETE'), id: operationId, ifMatch, ifNoneMatch },
+  component('BatchDelete', 'A `DELETE /plants/{id}` in a batch.'))
+
+const forms = { POST: BatchPost, PUT: BatchPut, PATCH: BatchPatch, DELETE: BatchDelete }
+
 /** One operation, as OpenAPI shows it: the four forms, told apart by `method`. The service checks them with the rules of each single request. */
 const BatchOperation = Type.Unsafe<BatchOperation>({
   [Kind]: 'BatchOperation',
   description: 'One write, with the rules of its single request: `POST /plants`, `PUT`, `PATCH` (a merge patch) or `DELETE /plants/{id}`',
-  oneOf: [
-    Type.Object({ method: Type.Literal('POST'), body: ref(NewPlant) }, { title: 'POST' }),
-    Type.Object({ method: Type.Literal('PUT'), id: operationId, body: ref(PlantReplacement), ifMatch, ifNoneMatch }, { title: 'PUT' }),
-    Type.Object({ method: Type.Literal('PATCH'), id: operationId, body: ref(PlantPatch), ifMatch, ifNoneMatch }, { title: 'PATCH' }),
-    Type.Object({ method: Type.Literal('DELETE'), id: operationId, ifMatch, ifNoneMatch }, { title: 'DELETE' })
-  ],
-  discriminator: { propertyName: 'method' }
+  oneOf: Object.values(forms).map((form) => ref(form)),
+  discriminator: {
+    propertyName: 'method',
+    mapping: Object.fromEntries(Object.entries(forms).map(([method, form]) => [method, `#/components/schemas/${form.$id}`]))
+  }
 })
 export interface BatchOperation {
   readonly method: typeof BATCH_METHODS[number]

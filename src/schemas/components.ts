@@ -1,5 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
-import { BatchRequest, BatchResult, BatchResults } from './batch.js'
+import { BatchDelete, BatchPatch, BatchPost, BatchPut, BatchRequest, BatchResult, BatchResults } from './batch.js'
 import { ErrorBody } from './error-body.js'
 import { Health } from './health.js'
 import { NewPlant, Plant, PlantPatch, PlantReplacement, StoredPlant } from './plants.js'
@@ -13,5 +13,5 @@ import {
 export const sharedSchemas: readonly TSchema[] = [
   Plant, NewPlant, StoredPlant, PlantReplacement, PlantPatch, NewAccessToken, CreatedAccessToken, AccessToken,
   NewWebhookSubscription, WebhookSubscription, CreatedWebhookSubscription, WebhookSubscriptionStatus, WebhookSecretRotation,
-  RotatedWebhookSecret, DeliveryAttempt, BatchRequest, BatchResult, BatchResults, ErrorBody, Health
+  RotatedWebhookSecret, DeliveryAttempt, BatchPost, BatchPut, BatchPatch, BatchDelete, BatchRequest, BatchResult, BatchResults, ErrorBody, Health
 ]
