@@ -1,9 +1,9 @@
 import type { SqliteDatabase } from './driver.js'
-import { unpackCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
+import { unpackCreates, unpackPlan, type CreateEffects, type ThreadPlan, type ThreadWriteOperation, type WriteEffect } from './writer-protocol.js'
 import { plantJson } from '../plant-document.js'
 import { foldName } from '../plant-names.js'
 import { recordOfRow, sameState, type PlantRecord, type PlantRow } from '../plant-store.js'
-import { decideChange, idOf, type ChangeOperation, type PlanOperation, type WriteOperation } from '../write-operations.js'
+import { decideChange, idOf, type ChangeOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
 
 interface Subscriber { readonly id: string, readonly events: string }
@@ -18,7 +18,7 @@ const STALE_PLAN: WriteEffect = { planned: { status: 'stale' } }
 /** The writer thread's plant writes, each batch in one transaction. */
 export interface PlantWrites {
   /** Runs a batch of writes in one transaction: each one's effect, in order. */
-  readonly write: (operations: readonly WriteOperation[]) => WriteEffect[]
+  readonly write: (operations: readonly ThreadWriteOperation[]) => WriteEffect[]
   /** Runs a batch of creates (`packCreates`) in one transaction. */
   readonly createAll: (packed: string) => CreateEffects
 }
@@ -92,7 +92,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
   }
 
   /** A plan: its expectations checked against the rows, then its changes applied in order, each with its events. */
-  const writePlan = ({ plan }: PlanOperation): WriteEffect => {
+  const writePlan = (plan: ThreadPlan): WriteEffect => {
     for (const [id, expected] of plan.expected) {
       const row = select.get(id)
       if (!sameState(row === undefined ? undefined : recordOfRow(row), expected)) return STALE_PLAN
@@ -107,11 +107,16 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     return WRITTEN_PLAN
   }
 
-  const write = db.transaction((operations: readonly WriteOperation[]) => {
+  const write = db.transaction((operations: readonly ThreadWriteOperation[]) => {
     subscribers = subscriptions.all()
-    return operations.map((operation) => operation.kind === 'create'
-      ? create(operation.plant)
-      : operation.kind === 'plan' ? writePlan(operation) : change(operation))
+    return operations.map((operation) => {
+      switch (operation.kind) {
+        case 'create': return create(operation.plant)
+        case 'plan': return writePlan(operation.plan)
+        case 'packed-plan': return writePlan(unpackPlan(operation.packed))
+        default: return change(operation)
+      }
+    })
   })
   const createAll = db.transaction((plants: readonly PlantRecord[]): CreateEffects => {
     subscribers = subscriptions.all()
