@@ -77,14 +77,21 @@ export async function plantBatchRoutes (app: FastifyInstance, options: PlantBatc
     request.plantBatch = record
     const planned = operations.map(plannedOperation)
     const ids = [...new Set(planned.map(plannedId))]
+    // A batch of POSTs only, most often of new plants, is first decided as if none of its ids held a
+    // plant, unread: the store's compare-and-set tells when one does. Then, as after any other write
+    // that came first, the batch is decided on the plants its ids hold.
+    let assumed = planned.every((operation) => operation.method === 'POST')
+    let current = assumed ? new Map(ids.map((id) => [id, undefined])) : await currentPlants(store, ids)
     for (;;) {
-      const decided = decideBatch(planned, await currentPlants(store, ids))
-      if ('failure' in decided) throw decided.failure
-      const written = await store.writePlan(decided.plan)
-      if (written.status === 'written') {
+      const decided = decideBatch(planned, current)
+      if ('failure' in decided) {
+        if (!assumed) throw decided.failure
+      } else if ((await store.writePlan(decided.plan)).status === 'written') {
         record.applied = true
         return sendJson(reply, resultsJson(decided.results))
       }
+      current = await currentPlants(store, ids)
+      assumed = false
     }
   })
 }

@@ -96,6 +96,26 @@ describe.each(backends)('POST /plants/batch on $name', (backend) => {
     expect(await everyPlant(app)).toBe(before)
   })
 
+  it('answers a batch of POSTs only by what the store holds: new plants created, stored ones replayed, the first conflict named', async () => {
+    const app = await build()
+    await seed(app)
+
+    const replaying = await batch(app, [
+      { method: 'POST', body: { id: 30, name: 'New' } },
+      { method: 'POST', body: { id: 1, name: 'Fern', tag: 'shade' } },
+      { method: 'POST', body: { id: 31, name: 'Newer', tag: 't' } }
+    ])
+    // Plant 2 is stored as Moss: the first operation conflicts, though the second would, too, had none been stored.
+    const conflicting = await batch(app, [{ method: 'POST', body: { id: 2, name: 'Other' } }, { method: 'POST', body: { id: 2, name: 'Moss' } }])
+
+    expect(replaying.statusCode).toBe(200)
+    expect(replaying.json().results.map((result: { status: number, plant: unknown }) => [result.status, result.plant]))
+      .toEqual([[200, { id: 30, name: 'New' }], [200, { id: 1, name: 'Fern', tag: 'shade' }], [200, { id: 31, name: 'Newer', tag: 't' }]])
+    expectError(conflicting, 409, 'operations[0]: plant 2 already exists with a different name or tag')
+    expect(await everyPlant(app)).toBe('[{"id":1,"name":"Fern","tag":"shade"},{"id":2,"name":"Moss"},{"id":3,"name":"Ivy","tag":"wall"},' +
+      '{"id":4,"name":"Rose"},{"id":5,"name":"Sage"},{"id":30,"name":"New"},{"id":31,"name":"Newer","tag":"t"}]')
+  })
+
   it('sees, in each operation, what the earlier ones of the batch did to its plant', async () => {
     const app = await build()
 

@@ -91,17 +91,25 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     return { inserted: false, existing: select.get(plant.id) }
   }
 
-  /** A plan: its expectations checked against the rows, then its changes applied in order, each with its events. */
+  /**
+   * A plan: its expectations checked against the rows, then its changes applied in order, each with its
+   * events. Once checked, each row is what the plan says it is at every step, so none is read again.
+   */
   const writePlan = (plan: ThreadPlan): WriteEffect => {
+    const rows = new Map<bigint, PlantRow | undefined>()
     for (const [id, expected] of plan.expected) {
       const row = select.get(id)
       if (!sameState(row === undefined ? undefined : recordOfRow(row), expected)) return STALE_PLAN
+      rows.set(id, row)
     }
     for (const { id, after } of plan.changes) {
-      if (after !== undefined) {
-        store(select.get(id), after)
-      } else if (remove.run(id).changes === 1 && subscribers.length > 0) {
-        recordEvent('plant.deleted', id, deletedPlantBody(id))
+      if (after === undefined) {
+        remove.run(id)
+        if (subscribers.length > 0) recordEvent('plant.deleted', id, deletedPlantBody(id))
+        rows.set(id, undefined)
+      } else {
+        store(rows.get(id), after)
+        rows.set(id, { id, name: after.name, tag: after.tag ?? null })
       }
     }
     return WRITTEN_PLAN
