@@ -97,7 +97,8 @@ export class Harness {
     return this.quick ? 1 : full
   }
 
-  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS): Promise<Sample> {
+  /** `batchSize`: a batch load's creates per request. */
+  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS, batchSize?: number): Promise<Sample> {
     const pid = serverPid(target) as number
     let peakRss = 0
     const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
@@ -114,7 +115,8 @@ export class Harness {
       seconds,
       firstNewId,
       preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),
-      ...(deepAfter === undefined ? {} : { after: deepAfter })
+      ...(deepAfter === undefined ? {} : { after: deepAfter }),
+      ...(batchSize === undefined ? {} : { batchSize })
     })
     const serverCpu = processCpuSeconds(pid) - serverCpuBefore
     const pageFaults = minorPageFaults(pid) - pageFaultsBefore
