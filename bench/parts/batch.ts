@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { median, record, summarize, type Sample, type Samples } from '../figures.js'
 import { CONNECTIONS, regimeLine, type Harness, type Part } from '../harness.js'
-import { processCpuSeconds, serverPid, type Target } from '../processes.js'
+import { mainThreadCpuSeconds, processCpuSeconds, serverPid, type Target } from '../processes.js'
 import { asJson, describeRounds, formatTable, generatorCell, ratioRange, writeResultsFile } from '../report.js'
 
 /**
@@ -37,6 +37,8 @@ interface BatchRow {
   readonly plantsPerSecond: number
   readonly requestsPerSecond: number
   readonly serverCpuUsPerPlant: number
+  /** Of serverCpuUsPerPlant, the main thread's. */
+  readonly mainThreadCpuUsPerPlant: number
   readonly databaseCpuUsPerPlant: number
   /** Plants per second ÷ the single POSTs', the median of the rounds' ratios, and their range. */
   readonly ratio: number
@@ -51,12 +53,19 @@ interface BatchRow {
  * One measurement, once the service has finished the requests of the one before: when wrk stops, up to
  * 50 batches of 1000 it sent are still being written, and the next load would wait behind them.
  */
-async function measure (harness: Harness, target: Target, load: BatchLoad, seconds: number, connections = CONNECTIONS): Promise<Sample> {
+async function measure (harness: Harness, target: Target, load: BatchLoad, seconds: number, connections = CONNECTIONS): Promise<BatchSample> {
   await settled(target)
-  return load === 'post'
-    ? harness.measure(target, 'post', seconds, undefined, connections)
-    : harness.measure(target, 'batch', seconds, undefined, connections, sizeOf(load))
+  const pid = serverPid(target) as number
+  const before = mainThreadCpuSeconds(pid)
+  const sample = load === 'post'
+    ? await harness.measure(target, 'post', seconds, undefined, connections)
+    : await harness.measure(target, 'batch', seconds, undefined, connections, sizeOf(load))
+  const after = mainThreadCpuSeconds(pid)
+  return { ...sample, mainThreadShare: (after.main - before.main) / (after.all - before.all) }
 }
+
+/** A sample, and the share of the server's CPU its main thread spent (the rest: the SQLite writer, the pool's sockets). */
+type BatchSample = Sample & { readonly mainThreadShare: number }
 
 /** Resolves once the service spent under 5 % of a core over 200 ms (at most 30 s). */
 async function settled (target: Target): Promise<void> {
@@ -74,6 +83,7 @@ async function measureEngine (harness: Harness, engine: Engine): Promise<BatchRo
   const databaseUrl = engine === 'sqlite' ? `sqlite:${join(harness.workFolder, 'batch.db')}` : await harness.postgresDatabase()
   const target = await harness.servers.startService(`${engine}-batch`, databaseUrl)
   const samples: Samples = new Map()
+  const mainShares = new Map<string, number[]>()
   try {
     for (const load of loadsOf()) await measure(harness, target, load, 1)
     for (let round = 1; round <= harness.rounds; round++) {
@@ -82,6 +92,7 @@ async function measureEngine (harness: Harness, engine: Engine): Promise<BatchRo
         const sample = await measure(harness, target, load, harness.durationSeconds)
         const key = `${engine}/${load}`
         record(samples, key, sample)
+        mainShares.set(key, [...(mainShares.get(key) ?? []), sample.mainThreadShare])
         harness.logSample(round, key, sample)
       }
     }
@@ -94,12 +105,14 @@ async function measureEngine (harness: Harness, engine: Engine): Promise<BatchRo
     const own = samples.get(`${engine}/${load}`) ?? []
     const ratios = own.map((sample, index) => perPlant(sample, size).plantsPerSecond / (singles[index]?.rps ?? NaN))
     const summary = summarize(own, 1)
+    const serverCpuUsPerPlant = median(own.map((sample) => perPlant(sample, size).serverCpuUsPerPlant))
     return {
       engine,
       load,
       plantsPerSecond: Math.round(median(own.map((sample) => perPlant(sample, size).plantsPerSecond))),
       requestsPerSecond: summary.rps,
-      serverCpuUsPerPlant: Number(median(own.map((sample) => perPlant(sample, size).serverCpuUsPerPlant)).toFixed(1)),
+      serverCpuUsPerPlant: Number(serverCpuUsPerPlant.toFixed(1)),
+      mainThreadCpuUsPerPlant: Number((serverCpuUsPerPlant * median(mainShares.get(`${engine}/${load}`) ?? [])).toFixed(1)),
       databaseCpuUsPerPlant: Number(median(own.map((sample) => perPlant(sample, size).databaseCpuUsPerPlant)).toFixed(1)),
       ratio: Number(median(ratios).toFixed(2)),
       ratioRange: ratioRange(ratios),
@@ -114,7 +127,7 @@ async function measureEngine (harness: Harness, engine: Engine): Promise<BatchRo
 /** Batches of ALONE_SIZE creates on SQLite, one at a time: their latency with nothing else to wait for. */
 async function measureAlone (harness: Harness) {
   const target = await harness.servers.startService('sqlite-batch-alone', `sqlite:${join(harness.workFolder, 'batch-alone.db')}`)
-  const samples: Sample[] = []
+  const samples: BatchSample[] = []
   try {
     await measure(harness, target, `batch-${ALONE_SIZE}`, 1, 1)
     for (let round = 1; round <= harness.rounds; round++) {
@@ -140,10 +153,10 @@ async function measureAlone (harness: Harness) {
 }
 
 function printTables (harness: Harness, rows: readonly BatchRow[], alone: Awaited<ReturnType<typeof measureAlone>>): void {
-  const header = ['engine', 'load', 'plants/s', 'req/s', 'µs CPU/plant', 'db µs/plant', '÷ POST', 'per-round ÷', 'p99 ms', 'errors',
+  const header = ['engine', 'load', 'plants/s', 'req/s', 'µs CPU/plant', 'main thread', 'db µs/plant', '÷ POST', 'per-round ÷', 'p99 ms', 'errors',
     `${harness.generator.name} CPU`, `≥ ${RATE_GOAL}×`]
   const lines = rows.map((row) => [row.engine, row.load, String(row.plantsPerSecond), String(row.requestsPerSecond), row.serverCpuUsPerPlant.toFixed(1),
-    row.engine === 'postgres' ? row.databaseCpuUsPerPlant.toFixed(1) : '', row.ratio.toFixed(2), row.ratioRange, String(row.p99Ms), String(row.errors),
+    row.mainThreadCpuUsPerPlant.toFixed(1), row.engine === 'postgres' ? row.databaseCpuUsPerPlant.toFixed(1) : '', row.ratio.toFixed(2), row.ratioRange, String(row.p99Ms), String(row.errors),
     generatorCell(row.generatorCpuShare, row.valid), sizeOf(row.load) >= RATE_GOAL_FROM_SIZE ? (row.ratio >= RATE_GOAL ? 'yes' : 'no') : ''])
   process.stdout.write(`\nBatches of creates against single POSTs, ${CONNECTIONS} connections; medians of ${describeRounds(harness.rounds, harness.durationSeconds)}, ` +
     `÷ POST the median of each round's plants/s ratio\n${formatTable(header, lines, 2)}\n`)
