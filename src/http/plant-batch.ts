@@ -4,6 +4,7 @@ import { BatchRequest, BatchResults } from '../schemas/batch.js'
 import { ref } from '../schemas/kinds.js'
 import { plantJson } from '../store/plant-document.js'
 import { plantRecord, type PlantRecord, type PlantStore } from '../store/plant-store.js'
+import { batchKeptChanging } from '../errors.js'
 import { bearerSecurity } from './docs.js'
 import { entityTagOf } from './entity-tags.js'
 import { jsonString } from '../json-text.js'
@@ -23,6 +24,9 @@ export interface PlantBatchRecord {
   readonly methods: Readonly<Record<string, number>>
   applied: boolean
 }
+
+/** How many times a batch is decided before its answer is a 503 (other writes changed its plants each time). */
+const MAX_DECISIONS = 16
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -82,7 +86,7 @@ export async function plantBatchRoutes (app: FastifyInstance, options: PlantBatc
     // that came first, the batch is decided on the plants its ids hold.
     let assumed = planned.every((operation) => operation.method === 'POST')
     let current = assumed ? new Map(ids.map((id) => [id, undefined])) : await currentPlants(store, ids)
-    for (;;) {
+    for (let decisions = 1; ; decisions++) {
       const decided = decideBatch(planned, current)
       if ('failure' in decided) {
         if (!assumed) throw decided.failure
@@ -90,6 +94,9 @@ export async function plantBatchRoutes (app: FastifyInstance, options: PlantBatc
         record.applied = true
         return sendJson(reply, resultsJson(decided.results))
       }
+      // Each stale decision means another write was committed meanwhile; a batch that loses every time
+      // is answered, not retried for ever.
+      if (decisions === MAX_DECISIONS) throw batchKeptChanging(MAX_DECISIONS, request.id)
       current = await currentPlants(store, ids)
       assumed = false
     }

@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import { describe, expect, it } from 'vitest'
 import { entityTagOf } from '../../src/http/entity-tags.js'
 import { plantJson } from '../../src/store/plant-document.js'
+import type { WritePlan } from '../../src/store/write-operations.js'
 import { backends, bearer, buildTestApp, expectError, postPlant } from '../helpers/app.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 import { subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
@@ -236,6 +237,32 @@ describe.each(backends)('Batches among other writes on $name', (backend) => {
 
     expect(answers.map((answer) => answer.statusCode).filter((status) => status !== 200)).toEqual([])
     expect(JSON.parse(await everyPlant(app))).toEqual(ids.map((id) => ({ id, name: `n${id}` })))
+  })
+})
+
+describe.each(backends)('A batch whose plants another writer changes every time it is decided, on $name', (backend) => {
+  it('is a 503 with Retry-After after 16 decisions, and applies nothing', async () => {
+    const store = await backend.open()
+    let interferences = 0
+    // The store as the route sees it: before each of the batch's writes, another write changes plant 1.
+    const contested = new Proxy(store, {
+      get (target, property, receiver) {
+        if (property !== 'writePlan') return Reflect.get(target, property, receiver) as unknown
+        return async (plan: WritePlan) => {
+          await target.put({ id: 1n, name: `changed ${++interferences}` })
+          return target.writePlan(plan)
+        }
+      }
+    })
+    const app = await buildTestApp({ store: contested })
+    expect((await postPlant(app, { id: 1, name: 'Fern' })).statusCode).toBe(200)
+
+    const response = await batch(app, [{ method: 'POST', body: { id: 2, name: 'Moss' } }, { method: 'PATCH', id: 1, body: { tag: 'shade' } }])
+
+    expectError(response, 503, /^the batch's plants were changed by other writes each of the 16 times it was decided; nothing was applied, retry later; request id \S+$/)
+    expect(response.headers['retry-after']).toBe('1')
+    expect(interferences).toBe(16)
+    expect(await everyPlant(app)).toBe('[{"id":1,"name":"changed 16"}]')
   })
 })
 
