@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { startEmbeddedPostgres, type PostgresServer } from '../scripts/embedded-postgres.js'
 import { median, type Row, type Sample } from './figures.js'
-import { loadGenerator, preloadedTagOf, type Load, type LoadGenerator } from './load-generator.js'
+import { loadGenerator, preloadedTagOf, type Load, type LoadGenerator, type LoadSpec } from './load-generator.js'
 import {
   ROOT, ServerProcesses, minorPageFaults, pinProcess, processCpuSeconds, processTreeCpuSeconds, rssMb, serverNodeFlags, serverPid,
   type Target
@@ -97,7 +97,13 @@ export class Harness {
     return this.quick ? 1 : full
   }
 
-  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS): Promise<Sample> {
+  /** One measurement of `paths` (a `paths` load: GETs of the paths in turn from a random start), with `headers` on every request. */
+  async measurePaths (target: Target, paths: readonly string[], seconds: number, headers: Readonly<Record<string, string>> = {}): Promise<Sample> {
+    return this.measure(target, 'paths', seconds, undefined, CONNECTIONS, { paths, headers })
+  }
+
+  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS,
+    requests: Pick<LoadSpec, 'paths' | 'headers'> = {}): Promise<Sample> {
     const pid = serverPid(target) as number
     let peakRss = 0
     const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
@@ -114,7 +120,8 @@ export class Harness {
       seconds,
       firstNewId,
       preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),
-      ...(deepAfter === undefined ? {} : { after: deepAfter })
+      ...(deepAfter === undefined ? {} : { after: deepAfter }),
+      ...requests
     })
     const serverCpu = processCpuSeconds(pid) - serverCpuBefore
     const pageFaults = minorPageFaults(pid) - pageFaultsBefore

@@ -141,7 +141,8 @@ function printDifferences (results: Profiled[], load: Load): void {
   }
 }
 
-function differenceTable (what: string, service: Record<string, number>, baseline: Record<string, number>, limit: number): string {
+/** The largest differences of a service's µs per request to the baseline's, by `what` (place or function), as a table. */
+export function differenceTable (what: string, service: Record<string, number>, baseline: Record<string, number>, limit: number): string {
   const keys = [...new Set([...Object.keys(service), ...Object.keys(baseline)])]
     .map((key) => ({ key, service: service[key] ?? 0, baseline: baseline[key] ?? 0 }))
     .sort((a, b) => Math.abs(b.service - b.baseline) - Math.abs(a.service - a.baseline))
