@@ -56,7 +56,7 @@
  *                                      baseline's (holding the same plants), a sort=name page at a random
  *                                      cursor, a search of 3-8 characters and counted pages of a tag and of
  *                                      a search ÷ the same engine's id page; walks of 10k and of every plant
- *                                      by name and their peak RSS; profiles of the id page; the upgrade of a
+ *                                      by name and their peak RSS; profiles of every load; the upgrade of a
  *                                      1.7.0 store as large (not part of a full run; BENCH_QUERY_PHASES=loads,
  *                                      walks,profiles,upgrades for some only, BENCH_QUERY_LOADS=name,q for
  *                                      some loads and the id page; with --baseline-dist, the

@@ -115,7 +115,8 @@ function scaledToCpu (time: SelfTime, by: 'byFunction' | 'byPlace', cpuUs: numbe
   return scaled
 }
 
-function scaledByInterval (times: SelfTime[], measurement: Measured): Record<string, number> {
+/** Worker threads' µs a request by function: their samples in the measurement's window, each worth the window's length ÷ its samples. */
+export function scaledByInterval (times: SelfTime[], measurement: { readonly window: Window, readonly requests: number }): Record<string, number> {
   const scaled: Record<string, number> = {}
   for (const time of times) {
     if (time.samples === 0) continue

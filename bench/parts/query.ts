@@ -3,17 +3,20 @@ import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { encodePageCursor } from '../../src/http/page-cursor.js'
+import { listingOf } from '../../src/http/plant-listing.js'
+import type { PlantListQuery } from '../../src/schemas/plants.js'
 import { compareNames, foldName } from '../../src/store/plant-names.js'
 import { postgresMigrations } from '../../src/store/postgres/migrations.js'
+import { countStatement, pageStatement } from '../../src/store/postgres/plant-pages.js'
 import Database from '../../src/store/sqlite/driver.js'
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.js'
-import { IDLE, monotonicMicros, readProfiles, selfTimeIn, type SelfTime } from '../cpu-profile.js'
+import { IDLE, monotonicMicros, readProfiles, selfTimeIn, type SelfTime, type Window } from '../cpu-profile.js'
 import { median, record, roundRatios, summarize, type Samples, type Summary } from '../figures.js'
 import { PAIRED_ROUNDS, regimeLine, type Harness, type Part } from '../harness.js'
 import { CatalogIndex, checkFoldedWords, nameOf, searchTerms, tagOf, TAGS } from '../plant-catalog.js'
 import { mainThreadCpuSeconds, ROOT, serverPid, type Target } from '../processes.js'
 import { asJson, describeRounds, formatTable, generatorCell, ratioRange, writeResultsFile } from '../report.js'
-import { differenceTable } from './profiles.js'
+import { differenceTable, scaledByInterval } from './profiles.js'
 
 /**
  * `--only query`: finding plants at a million (issue 35). SQLite and PostgreSQL stores of the plants of
@@ -36,7 +39,7 @@ import { differenceTable } from './profiles.js'
  * request of the server process (all threads) and, for PostgreSQL, of the database, medians over
  * interleaved rounds of per-round ratios. Then, on the same stores: a walk of 10,000 plants and one of
  * all of them by sort=name pages of 1000, each by a fresh service, and their peak RSS; CPU profiles of
- * the id page (`node --cpu-prof`, as --only profiles); and the upgrade of a store of release 1.7.0
+ * every load (`node --cpu-prof`, as --only profiles) and PostgreSQL's plans of them; and the upgrade of a store of release 1.7.0
  * (schema version 7) with as many plants: the start that migrates it, each migration's time, and
  * PostgreSQL's background build of the trigram index. With --baseline-dist, the release build's
  * service is measured on stores of its own next to this one's. BENCH_QUERY_PHASES=loads,walks,profiles,
@@ -139,7 +142,7 @@ export const queryPart: Part = {
         }
         if (phases.has('profiles')) {
           load.start()
-          results.profiles = await profileIdPages(harness, current, workload.paths.id, size)
+          results.profiles = await profileLoads(harness, current, workload, size)
           await endPhase('profiles')
         }
       } finally {
@@ -542,12 +545,31 @@ async function measureWalks (harness: Harness, stores: readonly Measured[], size
 
 // ---- Profiles ----
 
+interface ProfiledLoad {
+  readonly target: string
+  readonly load: QueryLoad
+  readonly requests: number
+  /** The main thread's CPU time ÷ requests (from /proc), which its profile's busy samples are scaled to. */
+  readonly mainCpuUs: number
+  /** Every other thread's (V8's helpers, SQLite's search and writer threads) ÷ requests. */
+  readonly otherThreadsCpuUs: number
+  readonly databaseCpuUs: number
+  readonly byPlace: Record<string, number>
+  readonly byFunction: Record<string, number>
+  /** Worker threads (SQLite's search thread reads the searches and counts), scaled by their sampling interval. */
+  readonly workerByFunction: Record<string, number>
+}
+
 /**
- * The id page under `node --cpu-prof`: the baseline and each store's service, one measurement each after
- * a warm-up; µs per request by place and by function, scaled to the main thread's CPU (as --only profiles).
+ * Every load under `node --cpu-prof`, as --only profiles does it: the baseline (its id page) and each
+ * store's service, one process each, one measurement of each load after a warm-up; the profile's samples
+ * stamped inside a measurement are that load's. µs per request by place and by function, scaled to the
+ * main thread's CPU; worker threads' by their sampling interval. Each load is set against what its goal
+ * compares it with: the id page against the baseline's, the others against the same service's id page.
+ * Then PostgreSQL's side: the plans of each load's first path.
  */
-async function profileIdPages (harness: Harness, stores: readonly Measured[], paths: readonly string[], size: number) {
-  const profiled: Array<{ target: string, mainCpuUs: number, otherThreadsCpuUs: number, databaseCpuUs: number, byPlace: Record<string, number>, byFunction: Record<string, number> }> = []
+async function profileLoads (harness: Harness, stores: readonly Measured[], workload: Workload, size: number) {
+  const profiled: ProfiledLoad[] = []
   for (const name of [BASELINE, ...stores.map((store) => store.backend)]) {
     const folder = join(harness.workFolder, 'query-profiles', name)
     mkdirSync(folder, { recursive: true })
@@ -556,45 +578,105 @@ async function profileIdPages (harness: Harness, stores: readonly Measured[], pa
     const target = store === undefined
       ? await harness.servers.startBaseline(`${name}-profiled`, { extraNodeFlags: flags, plants: size })
       : await harness.servers.startService(`${name}-profiled`, store.databaseUrl, {}, ROOT, flags)
-    await harness.measurePaths(target, paths, WARM_UP_SECONDS)
-    const pid = serverPid(target) as number
-    const before = mainThreadCpuSeconds(pid)
-    const from = monotonicMicros()
-    const sample = await harness.measurePaths(target, paths, harness.durationSeconds)
-    const to = monotonicMicros()
-    const after = mainThreadCpuSeconds(pid)
-    await harness.servers.stop(target)
-    const { main } = readProfiles(folder)
+    const windows: Array<{ load: QueryLoad, window: Window, requests: number, mainCpuUs: number, otherThreadsCpuUs: number, databaseCpuUs: number }> = []
+    try {
+      for (const load of store === undefined ? ['id' as const] : QUERY_LOADS) {
+        await harness.measurePaths(target, workload.paths[load], WARM_UP_SECONDS, workload.headers[load])
+        const pid = serverPid(target) as number
+        const before = mainThreadCpuSeconds(pid)
+        const from = monotonicMicros()
+        const sample = await harness.measurePaths(target, workload.paths[load], harness.durationSeconds, workload.headers[load])
+        const to = monotonicMicros()
+        const after = mainThreadCpuSeconds(pid)
+        const perRequest = (cpuSeconds: number) => cpuSeconds / sample.requests * 1e6
+        windows.push({
+          load,
+          window: { from, to },
+          requests: sample.requests,
+          mainCpuUs: perRequest(after.main - before.main),
+          otherThreadsCpuUs: perRequest(after.all - after.main - (before.all - before.main)),
+          databaseCpuUs: sample.databaseCpuUs
+        })
+      }
+    } finally {
+      await harness.servers.stop(target)
+    }
+    const { main, workers } = readProfiles(folder)
     if (main === undefined) throw new Error(`${name} wrote no CPU profile`)
-    const perRequest = (cpuSeconds: number) => cpuSeconds / sample.requests * 1e6
-    const mainCpuUs = perRequest(after.main - before.main)
-    const time = selfTimeIn(main, { from, to }, ROOT)
-    profiled.push({
-      target: name,
-      mainCpuUs: Number(mainCpuUs.toFixed(1)),
-      otherThreadsCpuUs: Number(perRequest(after.all - after.main - (before.all - before.main)).toFixed(1)),
-      databaseCpuUs: Number(sample.databaseCpuUs.toFixed(1)),
-      byPlace: scaled(time, 'byPlace', mainCpuUs),
-      byFunction: scaled(time, 'byFunction', mainCpuUs)
-    })
+    for (const measured of windows) {
+      const time = selfTimeIn(main, measured.window, ROOT)
+      profiled.push({
+        target: name,
+        load: measured.load,
+        requests: measured.requests,
+        mainCpuUs: round(measured.mainCpuUs),
+        otherThreadsCpuUs: round(measured.otherThreadsCpuUs),
+        databaseCpuUs: round(measured.databaseCpuUs),
+        byPlace: scaled(time, 'byPlace', measured.mainCpuUs),
+        byFunction: scaled(time, 'byFunction', measured.mainCpuUs),
+        workerByFunction: scaledByInterval(workers.map((profile) => selfTimeIn(profile, measured.window, ROOT)), measured)
+      })
+    }
   }
-  const baseline = profiled[0] as typeof profiled[0]
-  for (const service of profiled.slice(1)) {
-    process.stdout.write(`\n${service.target} id page (profiled): main thread ${service.mainCpuUs} µs/req against the baseline's ${baseline.mainCpuUs} ` +
-      `(other threads ${service.otherThreadsCpuUs}${service.databaseCpuUs > 0 ? `; PostgreSQL ${service.databaseCpuUs}` : ''})\n`)
-    process.stdout.write(`${differenceTable('place', service.byPlace, baseline.byPlace, Infinity)}\n`)
-    process.stdout.write(`${differenceTable('function', service.byFunction, baseline.byFunction, 20)}\n`)
+  for (const service of profiled.filter((profile) => profile.target !== BASELINE)) {
+    const reference = profiled.find((profile) => service.load === 'id'
+      ? profile.target === BASELINE
+      : profile.target === service.target && profile.load === 'id') as ProfiledLoad
+    process.stdout.write(`\n${service.target} ${service.load} (profiled): main thread ${service.mainCpuUs} µs/req against ${reference.target} ${reference.load}'s ` +
+      `${reference.mainCpuUs}; other threads ${service.otherThreadsCpuUs} against ${reference.otherThreadsCpuUs}` +
+      `${service.databaseCpuUs > 0 ? `; PostgreSQL ${service.databaseCpuUs} against ${reference.databaseCpuUs}` : ''}\n`)
+    process.stdout.write(`${differenceTable('place', service.byPlace, reference.byPlace, 12)}\n`)
+    process.stdout.write(`${differenceTable('function', service.byFunction, reference.byFunction, 12)}\n`)
+    const worker = Object.entries(service.workerByFunction).sort(([, a], [, b]) => b - a).slice(0, 8)
+    if (worker.length > 0) process.stdout.write(`${formatTable(['worker thread function', 'µs/req'], worker.map(([key, us]) => [key, us.toFixed(1)]), 1)}\n`)
   }
   // The largest functions only: the whole profiles are in the run's work folder while it runs.
   const top = (entries: Record<string, number>) => Object.fromEntries(Object.entries(entries).sort(([, a], [, b]) => b - a).slice(0, 40))
-  return profiled.map((profile) => ({ ...profile, byFunction: top(profile.byFunction) }))
+  const postgres = stores.find((store) => store.backend === 'postgres')
+  const plans = postgres === undefined ? undefined : await explainLoads(postgres.databaseUrl, workload)
+  return {
+    byTarget: profiled.map((profile) => ({ ...profile, byFunction: top(profile.byFunction), workerByFunction: top(profile.workerByFunction) })),
+    ...(plans === undefined ? {} : { postgresPlans: plans })
+  }
 }
+
+const round = (value: number) => Number(value.toFixed(2))
 
 function scaled (time: SelfTime, by: 'byFunction' | 'byPlace', cpuUs: number): Record<string, number> {
   const busy = time.samples - (time.byPlace.get(IDLE) ?? 0)
   const result: Record<string, number> = {}
-  for (const [key, samples] of time[by]) if (key !== IDLE) result[key] = Number((samples / busy * cpuUs).toFixed(2))
+  for (const [key, samples] of time[by]) if (key !== IDLE) result[key] = round(samples / busy * cpuUs)
   return result
+}
+
+/**
+ * PostgreSQL's side of each load: the plans of the service's statements (plant-pages.ts) for the load's
+ * first path (the page's, and the count's where it counts), by EXPLAIN (ANALYZE, BUFFERS) after a run of
+ * each; their lines, by load.
+ */
+async function explainLoads (databaseUrl: string, workload: Workload): Promise<Record<string, string[][]>> {
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    const plans: Record<string, string[][]> = {}
+    for (const load of QUERY_LOADS) {
+      const path = workload.paths[load][0] as string
+      const query = Object.fromEntries(new URLSearchParams(path.split('?')[1])) as PlantListQuery
+      const listing = listingOf(query, workload.headers[load].prefer === 'count=exact')
+      const statements = [pageStatement(listing.page), ...(listing.counted ? [countStatement(listing.page)] : [])]
+      plans[load] = []
+      for (const { statement, values } of statements) {
+        await client.query(statement.text, values)
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${statement.text}`, values)
+        plans[load].push(rows.map((row) => row['QUERY PLAN']))
+      }
+      process.stdout.write(`\nPostgreSQL's plans of ${load} (EXPLAIN ANALYZE of ${path}):\n` +
+        `${plans[load].map((lines) => lines.map((line) => `  ${line}`).join('\n')).join('\n\n')}\n`)
+    }
+    return plans
+  } finally {
+    await client.end()
+  }
 }
 
 // ---- Upgrades ----
