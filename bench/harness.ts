@@ -99,10 +99,11 @@ export class Harness {
 
   /** One measurement of `paths` (a `paths` load: GETs of the paths in turn from a random start), with `headers` on every request. */
   async measurePaths (target: Target, paths: readonly string[], seconds: number, headers: Readonly<Record<string, string>> = {}): Promise<Sample> {
-    return this.measure(target, 'paths', seconds, undefined, CONNECTIONS, { paths, headers })
+    return this.measure(target, 'paths', seconds, undefined, CONNECTIONS, undefined, { paths, headers })
   }
 
-  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS,
+  /** `batchSize`: a batch load's creates per request; `requests`: a paths load's paths and headers. */
+  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS, batchSize?: number,
     requests: Pick<LoadSpec, 'paths' | 'headers'> = {}): Promise<Sample> {
     const pid = serverPid(target) as number
     let peakRss = 0
@@ -121,6 +122,7 @@ export class Harness {
       firstNewId,
       preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),
       ...(deepAfter === undefined ? {} : { after: deepAfter }),
+      ...(batchSize === undefined ? {} : { batchSize }),
       ...requests
     })
     const serverCpu = processCpuSeconds(pid) - serverCpuBefore

@@ -11,7 +11,7 @@ import { endedChildrenCpuSeconds } from './processes.js'
  * autocannon, in this process, is the fallback where wrk cannot be had.
  */
 
-export type Load = 'post' | 'get' | 'list' | 'put' | 'patch' | 'list-tag' | 'paths'
+export type Load = 'post' | 'get' | 'list' | 'put' | 'patch' | 'list-tag' | 'batch' | 'paths'
 
 /** The tag a preloaded plant gets, so that a filtered page (`list-tag`) has as many plants as an unfiltered one. */
 export const preloadedTagOf = (id: bigint | number) => `tag-${BigInt(id) % 4n}`
@@ -32,6 +32,8 @@ export interface LoadSpec {
   readonly after?: bigint
   /** list-tag: the tag (LISTED_TAG when absent). */
   readonly tag?: string
+  /** batch: the creates in each POST /plants/batch (new ids from `firstNewId` up, as POST's). */
+  readonly batchSize?: number
   /**
    * paths: GETs of these paths (with their query strings), each request the next of the list from a
    * random start, round and round: a list longer than the connections never has two requests for the
@@ -79,6 +81,11 @@ function pathOf (spec: LoadSpec): string {
   return '/plants'
 }
 
+function batchSizeOf (spec: LoadSpec): number {
+  if (spec.batchSize === undefined || !Number.isInteger(spec.batchSize) || spec.batchSize < 1) throw new Error('a batch load needs a batchSize of 1 or more')
+  return spec.batchSize
+}
+
 /** A `paths` load's paths: printable ASCII each (query strings percent-encoded), so that they pass through a Lua string and a line as they are. */
 function pathsOf (spec: LoadSpec): readonly string[] {
   const paths = spec.paths ?? []
@@ -112,6 +119,12 @@ end
       'function request()\n  next_id = next_id + 1\n' +
       '  return wrk.format(nil, "/plants", nil, \'{"id":\' .. next_id .. \',"name":"bench plant","tag":"bench"}\')\nend\n' + done
   }
+  if (spec.load === 'batch') {
+    return `${headers}wrk.method = "POST"\nwrk.path = "/plants/batch"\nlocal next_id = ${spec.firstNewId}\n` +
+      `function request()\n  local operations = {}\n  for i = 1, ${batchSizeOf(spec)} do\n    next_id = next_id + 1\n` +
+      '    operations[i] = \'{"method":"POST","body":{"id":\' .. next_id .. \',"name":"bench plant","tag":"bench"}}\'\n  end\n' +
+      '  return wrk.format(nil, nil, nil, \'{"operations":[\' .. table.concat(operations, ",") .. "]}")\nend\n' + done
+  }
   if (spec.load === 'put' || spec.load === 'patch') {
     const body = spec.load === 'put'
       ? '\'{"name":"bench plant \' .. version .. \'","tag":"tag-\' .. (id % 4) .. \'"}\''
@@ -141,8 +154,9 @@ async function runWrk (wrk: string, spec: LoadSpec, pinToCpu: number | undefined
   const pathsFile = join(folder, 'paths.txt')
   if (spec.load === 'paths') writeFileSync(pathsFile, `${pathsOf(spec).join('\n')}\n`)
   writeFileSync(script, wrkScript(spec, pathsFile))
-  // A counted search may wait behind 49 others: longer than wrk's 2 s default, which would count it an error.
-  const timeout = spec.load === 'paths' ? ['--timeout', '30s'] : []
+  // A batch of a thousand writes, or a counted search, may wait behind 49 others: longer than wrk's 2 s default,
+  // which would count it an error.
+  const timeout = spec.load === 'batch' || spec.load === 'paths' ? ['--timeout', '30s'] : []
   const command = [wrk, '-t1', `-c${spec.connections}`, `-d${spec.seconds}s`, ...timeout, '-s', script, spec.url]
   const [program, ...args] = pinToCpu === undefined ? command : ['taskset', '-c', String(pinToCpu), ...command]
   const cpuBefore = endedChildrenCpuSeconds()
@@ -181,6 +195,15 @@ async function runAutocannon (spec: LoadSpec): Promise<LoadResult> {
       return { ...req, path: `/plants/${id}`, body }
     }
   })
+  const batchRequest = (): autocannon.Request => ({
+    method: 'POST',
+    path: '/plants/batch',
+    headers,
+    setupRequest: (req: autocannon.Request) => {
+      const operations = Array.from({ length: batchSizeOf(spec) }, () => `{"method":"POST","body":{"id":${++nextId},"name":"bench plant","tag":"bench"}}`)
+      return { ...req, body: `{"operations":[${operations.join(',')}]}` }
+    }
+  })
   let nextPath = Math.floor(Math.random() * (spec.paths?.length ?? 1))
   const pathsRequest = (): autocannon.Request => ({
     method: 'GET',
@@ -193,11 +216,13 @@ async function runAutocannon (spec: LoadSpec): Promise<LoadResult> {
   })
   const request: autocannon.Request = spec.load === 'post'
     ? { method: 'POST', path: '/plants', headers, setupRequest: (req: autocannon.Request) => ({ ...req, body: `{"id":${++nextId},"name":"bench plant","tag":"bench"}` }) }
-    : spec.load === 'get'
-      ? { method: 'GET', headers, setupRequest: (req: autocannon.Request) => ({ ...req, path: `/plants/${1 + Math.floor(Math.random() * spec.preloaded)}` }) }
-      : spec.load === 'put' || spec.load === 'patch'
-        ? update(spec.load)
-        : spec.load === 'paths' ? pathsRequest() : { method: 'GET', path: pathOf(spec), headers }
+    : spec.load === 'batch'
+      ? batchRequest()
+      : spec.load === 'get'
+        ? { method: 'GET', headers, setupRequest: (req: autocannon.Request) => ({ ...req, path: `/plants/${1 + Math.floor(Math.random() * spec.preloaded)}` }) }
+        : spec.load === 'put' || spec.load === 'patch'
+          ? update(spec.load)
+          : spec.load === 'paths' ? pathsRequest() : { method: 'GET', path: pathOf(spec), headers }
   const cpuBefore = process.cpuUsage()
   const started = performance.now()
   const result = await autocannon({ url: spec.url, connections: spec.connections, duration: spec.seconds, requests: [request] })

@@ -50,6 +50,10 @@
  *                                      `node --cpu-prof`, one measurement of each load: µs per request by
  *                                      place and by function, service against baseline (not part of a full
  *                                      run; figures in bench/results/profiles.json)
+ *   npm run bench -- --only batch      POST /plants/batch: batches of 1, 10, 100 and 1000 creates against single
+ *                                      POSTs, 50 connections, SQLite and PostgreSQL: plants/s, CPU per plant,
+ *                                      ratios; a lone batch of 1000 on SQLite, its p99 (not part of a full
+ *                                      run; figures in bench/results/batch.json)
  *   npm run bench -- --only query      finding plants at 1M (100,000 with --quick; BENCH_QUERY_PLANTS=N): SQLite
  *                                      and PostgreSQL stores of bench/plant-catalog.ts's plants, 50 connections
  *                                      each reading another page: an id page at a random `after` ÷ the
@@ -93,6 +97,7 @@ import type { Row } from './figures.js'
 import { Harness, regimeLine, type Part } from './harness.js'
 import { authFailureLimitPart } from './parts/auth-failure-limit.js'
 import { backendsPart } from './parts/backends.js'
+import { batchPart } from './parts/batch.js'
 import { dataPart } from './parts/data.js'
 import { jwtPart } from './parts/jwt.js'
 import { observabilityPart } from './parts/observability.js'
@@ -108,7 +113,7 @@ import { writeResults } from './report.js'
 /** Every part of a full run, in the order they run and their rows are written. */
 const PARTS: readonly Part[] = [backendsPart, tokensPart, jwtPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
-const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart, queryPart]
+const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart, batchPart, queryPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
 
 const args = process.argv.slice(2)

@@ -42,10 +42,13 @@ export interface ServerTimeouts {
   readonly keepAliveMs: number
 }
 
+/** BATCH_BODY_LIMIT's default: 1 MiB. */
+export const DEFAULT_BATCH_BODY_LIMIT = 1024 * 1024
+
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
+  Partial<Pick<Config, 'batchBodyLimit' | 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
     readonly timeouts?: ServerTimeouts
     /** DEFAULT_WEBHOOK_CONFIG when absent; `pollMs` is how often an idle dispatcher looks for due events. */
     readonly webhooks?: WebhookConfig & { readonly pollMs?: number }
@@ -138,6 +141,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
 
   app.decorateRequest('accessToken', null)
   app.decorateRequest('plantListing', null)
+  app.decorateRequest('plantBatch', null)
   // Before everything, so a request's span covers every hook. Off: nothing registered.
   if (tracing !== undefined) await app.register(tracing.requestSpans)
   // Before every other hook, so CORS headers are on every answer; and before knownRoutes (see cors.ts). Off: nothing registered.
@@ -201,7 +205,12 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   await app.register(turnBatchedHandlers)
   await app.register(healthRoutes, { store })
   await app.register(docsRoutes)
-  await app.register(plantsRoutes, { prefix: '/plants', store, rateLimitPerMinute: config.rateLimitPerMinute ?? 0 })
+  await app.register(plantsRoutes, {
+    prefix: '/plants',
+    store,
+    rateLimitPerMinute: config.rateLimitPerMinute ?? 0,
+    batchBodyLimit: config.batchBodyLimit ?? DEFAULT_BATCH_BODY_LIMIT
+  })
   await app.register(adminRoutes, {
     prefix: '/admin',
     accessTokens,

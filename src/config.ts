@@ -35,6 +35,8 @@ export interface Config {
   readonly jwt: JwtSettings | undefined
   readonly logLevel: LogLevel
   readonly bodyLimit: number
+  /** BATCH_BODY_LIMIT: the body limit of `POST /plants/batch`. */
+  readonly batchBodyLimit: number
   /** Requests per minute per token on /plants; 0 turns per-token rate limiting off. */
   readonly rateLimitPerMinute: number
   /** Failed authentications (401s) per minute from one client address before it gets 429s; 0 turns this off. */
@@ -140,6 +142,7 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     jwt: jwtSettingsVariables(env, read),
     logLevel: read(() => logLevelVariable(env), 'info'),
     bodyLimit: read(() => integerVariable(env, 'BODY_LIMIT', 16384, 1, 64 * 1024 * 1024), 0),
+    batchBodyLimit: read(() => integerVariable(env, 'BATCH_BODY_LIMIT', 1024 * 1024, 1, 64 * 1024 * 1024), 0),
     rateLimitPerMinute: read(() => integerVariable(env, 'RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000), 0),
     authFailureLimitPerMinute: read(() => integerVariable(env, 'AUTH_FAILURE_LIMIT_PER_MINUTE', 100, 0, 10_000_000), 0),
     maxEventLoopDelayMs: read(() => integerVariable(env, 'SHED_EVENT_LOOP_DELAY_MS', 200, 0, 60_000), 0),

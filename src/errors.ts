@@ -155,6 +155,10 @@ export const overloaded = (requestId: string) =>
   new PlantstoreError(503, `the service is overloaded, retry later; request id ${requestId}`,
     { 'retry-after': RETRY_AFTER_SECONDS })
 
+export const batchKeptChanging = (attempts: number, requestId: string) =>
+  new PlantstoreError(503, `the batch's plants were changed by other writes each of the ${attempts} times it was decided; nothing was applied, retry later; request id ${requestId}`,
+    { 'retry-after': RETRY_AFTER_SECONDS })
+
 export const shuttingDown = (requestId: string) =>
   new PlantstoreError(503, `the service is shutting down, retry later; request id ${requestId}`,
     { 'retry-after': RETRY_AFTER_SECONDS, connection: 'close' })

@@ -47,7 +47,7 @@ describe('The service as an operator reads its log', () => {
   it('while PostgreSQL cannot be reached at its first start, logs the wait once (not every second), then that the database answers, then that it is ready', async () => {
     const { url, proxy } = await unreachablePostgres()
     const server = spawnServer({ DATABASE_URL: url, DATABASE_CONNECT_TIMEOUT_MS: '1000' })
-    await expect.poll(() => messages(server.stdout()).filter((message) => message.startsWith('waiting for the database'))).toHaveLength(1)
+    await expect.poll(() => messages(server.stdout()).filter((message) => message.startsWith('waiting for the database')), { timeout: 10_000 }).toHaveLength(1)
     const waitingSince = performance.now()
     await expect.poll(() => performance.now() - waitingSince, { timeout: 5000, interval: 250 }).toBeGreaterThan(3000)
     expect(messages(server.stdout()).filter((message) => message.startsWith('waiting for the database'))).toHaveLength(1)

@@ -19,7 +19,7 @@ const LIST_MEMBER = /[ \t,]*((?:W\/)?"[\x21\x23-\x7e\x80-\xff]*")[ \t]*(?:,|$)/y
 const EMPTY_LIST_ELEMENTS = /^[ \t,]*$/
 
 /** The list a precondition field holds, or undefined when the field is absent; a malformed field is a 400. */
-export function entityTagList (field: 'If-Match' | 'If-None-Match', value: string | undefined): EntityTagList | undefined {
+export function entityTagList (field: string, value: string | undefined): EntityTagList | undefined {
   if (value === undefined) return undefined
   if (value.trim() === '*') return '*'
   const tags: string[] = []
@@ -30,7 +30,7 @@ export function entityTagList (field: 'If-Match' | 'If-None-Match', value: strin
     end = LIST_MEMBER.lastIndex
   }
   if (tags.length === 0 || !EMPTY_LIST_ELEMENTS.test(value.slice(end))) {
-    throw invalidRequest(`header ${field} must be * or a comma-separated list of quoted entity tags, such as "xyzzy", W/"xyzzy"`)
+    throw invalidRequest(`${field} must be * or a comma-separated list of quoted entity tags, such as "xyzzy", W/"xyzzy"`)
   }
   return tags
 }

@@ -35,6 +35,13 @@ declare module 'fastify' {
   interface FastifyInstance {
     knownRoutes: KnownRoutes
   }
+  interface FastifyContextConfig {
+    /**
+     * A route that only answers methods a path lacks (405), where the router would otherwise take another
+     * route's: its methods are not the path's.
+     */
+    answersUnmatched?: boolean
+  }
 }
 
 /** Records every route's path and methods, so an unmatched request can be told 404 from 405. */
@@ -42,6 +49,7 @@ export const knownRoutes = fp(async function knownRoutes (app: FastifyInstance) 
   const routes = new KnownRoutes()
   app.decorate('knownRoutes', routes)
   app.addHook('onRoute', (route) => {
+    if (route.config?.answersUnmatched === true) return
     routes.add(route.url, Array.isArray(route.method) ? route.method : [route.method])
   })
 }, { name: 'known-routes' })

@@ -10,7 +10,9 @@ import { NewPlant, Plant, PlantIdParams, PlantListQuery, PlantPatch, PlantReplac
 import { plantJson, plantJsonOfMembers, plantMembersJson, type PlantJson } from '../store/plant-document.js'
 import { plantRecord, type Expectation, type PlantRecord, type PlantStore, type Stale } from '../store/plant-store.js'
 import { bearerSecurity } from './docs.js'
-import { entityTagList, entityTagOf, matchesStrongly, matchesWeakly, type EntityTagList } from './entity-tags.js'
+import { entityTagOf, matchesStrongly } from './entity-tags.js'
+import { preconditionsOf } from './preconditions.js'
+import { plantBatchRoutes } from './plant-batch.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { listingOf, nextPageLink, readListing } from './plant-listing.js'
@@ -20,6 +22,8 @@ import { authenticatedOperationErrors, pathParameterErrors, bodyErrors, errorRes
 export interface PlantsRoutesOptions {
   readonly store: PlantStore
   readonly rateLimitPerMinute: number
+  /** BATCH_BODY_LIMIT. */
+  readonly batchBodyLimit: number
 }
 
 /** Reads need `plants:read`, writes `plants:write`; any other method gets its 405 with any valid token. */
@@ -60,6 +64,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   await app.register(bearerAuth, { requiredScope: plantsScopeOf })
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
+  await app.register(plantBatchRoutes, { store, bodyLimit: options.batchBodyLimit })
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
 
   /**
@@ -304,27 +309,6 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     if (outcome.status === 'not-found') throw plantNotFound(id)
     return reply.code(204).send()
   })
-}
-
-interface Preconditions {
-  readonly ifMatch: EntityTagList | undefined
-  readonly ifNoneMatch: EntityTagList | undefined
-  /** Whether both hold for a plant with this ETag (undefined: no plant). */
-  holdFor (entityTag: string | undefined): boolean
-}
-
-/** The request's If-Match and If-None-Match, or undefined when it has neither. */
-function preconditionsOf (request: FastifyRequest): Preconditions | undefined {
-  const ifMatch = entityTagList('If-Match', request.headers['if-match'])
-  const ifNoneMatch = entityTagList('If-None-Match', request.headers['if-none-match'])
-  if (ifMatch === undefined && ifNoneMatch === undefined) return undefined
-  return {
-    ifMatch,
-    ifNoneMatch,
-    holdFor: (entityTag) =>
-      (ifMatch === undefined || matchesStrongly(ifMatch, entityTag)) &&
-      (ifNoneMatch === undefined || !matchesWeakly(ifNoneMatch, entityTag))
-  }
 }
 
 async function readRecord (store: PlantStore, id: bigint): Promise<PlantRecord | undefined> {

@@ -61,6 +61,7 @@ export class CompletedRequestLog extends LogController {
     const remoteAddress: string | undefined = request.ip
     const traceIds = this.#traceIdsOf === undefined ? undefined : this.#traceIdsOf(request)
     const listing = request.plantListing
+    const batch = request.plantBatch
     if (this.#destination === undefined) {
       reply.log.info({
         ...(traceIds === undefined ? {} : { trace_id: traceIds.traceId, span_id: traceIds.spanId }),
@@ -70,7 +71,8 @@ export class CompletedRequestLog extends LogController {
         statusCode: reply.statusCode,
         responseTime: reply.elapsedTime,
         ...(request.accessToken === null ? {} : { tokenName: request.accessToken.name }),
-        ...(listing === null ? {} : { sort: listing.sort, searched: listing.page.q !== undefined, counted: listing.counted })
+        ...(listing === null ? {} : { sort: listing.sort, searched: listing.page.q !== undefined, counted: listing.counted }),
+        ...(batch === null ? {} : { operations: batch.operations, applied: batch.applied })
       }, 'request completed')
       return
     }
@@ -84,6 +86,7 @@ export class CompletedRequestLog extends LogController {
       `"statusCode":${reply.statusCode},"responseTime":${reply.elapsedTime.toFixed(3)},` +
       (request.accessToken === null ? '' : `"tokenName":${jsonString(request.accessToken.name)},`) +
       (listing === null ? '' : `"sort":"${listing.sort}","searched":${listing.page.q !== undefined},"counted":${listing.counted},`) +
+      (batch === null ? '' : `"operations":${batch.operations},"applied":${batch.applied},`) +
       '"msg":"request completed"}\n'
     if (!this.#writeScheduled) {
       this.#writeScheduled = true

@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
+import { BatchDelete, BatchPatch, BatchPost, BatchPut, BatchRequest, BatchResult, BatchResults } from './batch.js'
 import { ErrorBody } from './error-body.js'
 import { Health } from './health.js'
 import { NewPlant, Plant, PlantPatch, PlantReplacement, StoredPlant } from './plants.js'
@@ -12,5 +13,5 @@ import {
 export const sharedSchemas: readonly TSchema[] = [
   Plant, NewPlant, StoredPlant, PlantReplacement, PlantPatch, NewAccessToken, CreatedAccessToken, AccessToken,
   NewWebhookSubscription, WebhookSubscription, CreatedWebhookSubscription, WebhookSubscriptionStatus, WebhookSecretRotation,
-  RotatedWebhookSecret, DeliveryAttempt, ErrorBody, Health
+  RotatedWebhookSecret, DeliveryAttempt, BatchPost, BatchPut, BatchPatch, BatchDelete, BatchRequest, BatchResult, BatchResults, ErrorBody, Health
 ]

@@ -1,6 +1,6 @@
 import type { PlantStore, StoreObserver } from './plant-store.js'
 import { TurnBatch, type Waiting } from './turn-batch.js'
-import { idOf, type WriteOperation, type WriteOutcome, type WriteResult } from './write-operations.js'
+import { idsOf, weightOf, type WritePlan, type WriteOperation, type WriteOutcome, type WriteResult } from './write-operations.js'
 
 /** Returned by a batch for an operation that must run again in a later batch (a race it cannot settle). */
 export const RUN_AGAIN = Symbol('run again')
@@ -64,7 +64,7 @@ export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
       return
     }
     if (observer !== undefined) this.report(observer, batch, startedAt, true)
-    this.options.onBatchCommitted?.(batch.length)
+    this.options.onBatchCommitted?.(batch.reduce((size, pending) => size + weightOf(pending.item), 0))
     batch.forEach((pending, index) => {
       const result = results[index]
       if (result === RUN_AGAIN || result === undefined) this.queue.push(pending)
@@ -75,7 +75,7 @@ export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
   private report (observer: StoreObserver, batch: readonly Pending[], startedAt: number, committed: boolean): void {
     observer.writeBatchEnded({
       backend: this.options.backend,
-      size: batch.length,
+      size: batch.reduce((size, pending) => size + weightOf(pending.item), 0),
       startedAt,
       seconds: (performance.now() - startedAt) / 1000,
       committed,
@@ -83,27 +83,34 @@ export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
     })
   }
 
+  /**
+   * The writes of the next transaction, from the front of the queue: up to maxBatchSize of weight (a plan
+   * weighs its changes; the first write is taken whatever it weighs), cut before a write whose id an
+   * earlier one of the batch touched, creates of one id excepted.
+   */
   private takeBatch (): Pending[] {
     const kindById = new Map<bigint, WriteOperation['kind']>()
-    let size = 0
+    let taken = 0
+    let weight = 0
     for (const { item: operation } of this.queue) {
-      if (size === this.options.maxBatchSize) break
-      const id = idOf(operation)
-      const seen = kindById.get(id)
-      if (seen !== undefined && (seen !== 'create' || operation.kind !== 'create')) break
-      kindById.set(id, operation.kind)
-      size++
+      weight += weightOf(operation)
+      if (taken > 0 && weight > this.options.maxBatchSize) break
+      const ids = [...idsOf(operation)]
+      if (ids.some((id) => { const seen = kindById.get(id); return seen !== undefined && (seen !== 'create' || operation.kind !== 'create') })) break
+      for (const id of ids) kindById.set(id, operation.kind)
+      taken++
     }
-    return this.queue.splice(0, size)
+    return this.queue.splice(0, taken)
   }
 }
 
 /** A durable adapter's write operations: each one submitted to its group commit. */
-export function groupCommittedWrites (writes: GroupCommit): Pick<PlantStore, 'create' | 'put' | 'patch' | 'delete'> {
+export function groupCommittedWrites (writes: GroupCommit): Pick<PlantStore, 'create' | 'put' | 'patch' | 'delete' | 'writePlan'> {
   return {
     create: (plant) => writes.submit({ kind: 'create', plant }),
     put: (plant, expected) => writes.submit({ kind: 'put', plant, expected }),
     patch: (id, patch, expected) => writes.submit({ kind: 'patch', id, patch, expected }),
-    delete: (id, expected) => writes.submit({ kind: 'delete', id, expected })
+    delete: (id, expected) => writes.submit({ kind: 'delete', id, expected }),
+    writePlan: (plan: WritePlan) => writes.submit({ kind: 'plan', plan })
   }
 }

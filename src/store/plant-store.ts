@@ -7,6 +7,7 @@
 import type { PlantJson } from './plant-document.js'
 import type { AccessTokenStore } from './access-token-store.js'
 import type { WebhookStore } from './webhook-store.js'
+import type { PlanOutcome, WritePlan } from './write-operations.js'
 
 export interface PlantRecord {
   readonly id: bigint
@@ -131,6 +132,12 @@ export interface PlantStore {
   patch (id: bigint, patch: PlantPatchRecord, expected?: Expectation): Promise<PatchOutcome>
   /** Deletes the plant. */
   delete (id: bigint, expected?: Expectation): Promise<DeleteOutcome>
+  /**
+   * Writes a plan of changes (a batch) in one transaction, durably, whole or not at all, and only while
+   * every id it expects still holds what it expects (a compare-and-set of many plants); `stale` otherwise,
+   * with nothing written.
+   */
+  writePlan (plan: WritePlan): Promise<PlanOutcome>
   /** The access tokens kept in this store. */
   readonly tokens: AccessTokenStore
   /** Webhook subscriptions and the outbox the writes above fill. */

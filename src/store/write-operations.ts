@@ -3,25 +3,67 @@ import {
   type PlantRecord, type PutOutcome
 } from './plant-store.js'
 
-/** A write as the store commits it: a create (`POST`), or a change of one plant that may be conditional. */
-export type WriteOperation = CreateOperation | ChangeOperation
+/**
+ * A write as the store commits it: a create (`POST`), a change of one plant that may be conditional, or a
+ * plan of many changes (a batch) that takes effect whole or not at all.
+ */
+export type WriteOperation = CreateOperation | ChangeOperation | PlanOperation
 export interface CreateOperation { readonly kind: 'create', readonly plant: PlantRecord }
+export interface PlanOperation { readonly kind: 'plan', readonly plan: WritePlan }
+
+/**
+ * Changes decided together (a batch of requests), written in one transaction only while every id of
+ * `expected` still holds the plant given there (undefined: no plant): a compare-and-set of many plants.
+ * `changes` are in the order they take effect, one per write that changed a plant; an id may change
+ * more than once, and its last change is what stays. Each change records its events in that order.
+ */
+export interface WritePlan {
+  readonly expected: ReadonlyMap<bigint, PlantRecord | undefined>
+  readonly changes: readonly PlannedChange[]
+}
+
+/** One change of a plan: the plant before it and after it (undefined: none, so a create or a delete). */
+export interface PlannedChange {
+  readonly id: bigint
+  readonly before: PlantRecord | undefined
+  readonly after: PlantRecord | undefined
+}
+
+/** A plan was written; or an id of it no longer held what was expected, and nothing was. */
+export type PlanOutcome = { readonly status: 'written' } | { readonly status: 'stale' }
 export type ChangeOperation =
   | { readonly kind: 'put', readonly plant: PlantRecord, readonly expected?: Expectation | undefined }
   | { readonly kind: 'patch', readonly id: bigint, readonly patch: PlantPatchRecord, readonly expected?: Expectation | undefined }
   | { readonly kind: 'delete', readonly id: bigint, readonly expected?: Expectation | undefined }
 
 export type ChangeOutcome = PutOutcome | PatchOutcome | DeleteOutcome
-export type WriteOutcome = CreateOutcome | ChangeOutcome
+export type WriteOutcome = CreateOutcome | ChangeOutcome | PlanOutcome
 
 export type WriteResult<Operation extends WriteOperation> =
   Operation extends { kind: 'create' } ? CreateOutcome
     : Operation extends { kind: 'put' } ? PutOutcome
       : Operation extends { kind: 'patch' } ? PatchOutcome
-        : DeleteOutcome
+        : Operation extends { kind: 'plan' } ? PlanOutcome
+          : DeleteOutcome
 
-export function idOf (operation: WriteOperation): bigint {
+/** The id of a write of one plant. */
+export function idOf (operation: CreateOperation | ChangeOperation): bigint {
   return operation.kind === 'create' || operation.kind === 'put' ? operation.plant.id : operation.id
+}
+
+/** The ids a write touches: one, or a plan's. */
+export function idsOf (operation: WriteOperation): Iterable<bigint> {
+  return operation.kind === 'plan' ? operation.plan.expected.keys() : [idOf(operation)]
+}
+
+/** How much a write weighs in a transaction's size: one, or a plan's changes (at least one). */
+export function weightOf (operation: WriteOperation): number {
+  return operation.kind === 'plan' ? Math.max(1, operation.plan.changes.length) : 1
+}
+
+/** The event a change is: a plant created, updated or deleted. */
+export function changeTypeOf (change: PlannedChange): 'plant.created' | 'plant.updated' | 'plant.deleted' {
+  return change.before === undefined ? 'plant.created' : change.after === undefined ? 'plant.deleted' : 'plant.updated'
 }
 
 /** What a change does to the plant its id names: its outcome, and the plant stored afterwards (undefined: none). */

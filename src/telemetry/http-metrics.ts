@@ -37,12 +37,22 @@ export const httpMetrics = fp(async function httpMetrics (app: FastifyInstance, 
       .observe(reply.elapsedTime / 1000)
   }
 
+  // Counted per operation, so that a batch of a thousand counts as the thousand writes it is.
+  const countBatch = (request: FastifyRequest) => {
+    const batch = request.plantBatch
+    if (batch === null) return
+    for (const [method, operations] of Object.entries(batch.methods)) {
+      options.metrics.batchOperations.inc({ method, applied: String(batch.applied) }, operations)
+    }
+  }
+
   app.addHook('onRoute', (route) => {
     const hooks = route.onResponse === undefined ? [] : Array.isArray(route.onResponse) ? route.onResponse : [route.onResponse]
     const observe = observerFor(route.url)
     route.onResponse = [...hooks, function measure (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
       observe(request, reply)
       observeListing(request, reply)
+      countBatch(request)
       done()
     }]
   })

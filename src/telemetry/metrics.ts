@@ -42,6 +42,9 @@ export class ServiceMetrics implements SheddingObserver {
     buckets: LATENCY_BUCKETS
   })
 
+  /** The operations of `POST /plants/batch` requests, by method and whether their batch was applied. */
+  readonly batchOperations: Counter<'method' | 'applied'>
+
   private readonly writeBatchSize = new FastHistogram({
     name: 'plantstore_store_write_batch_size',
     help: 'Writes committed together in one group-commit transaction',
@@ -91,6 +94,12 @@ export class ServiceMetrics implements SheddingObserver {
       registers
     })
     for (const reason of ['in_flight', 'event_loop'] satisfies ShedReason[]) this.requestsShed.inc({ reason }, 0)
+    this.batchOperations = new Counter({
+      name: 'plantstore_plant_batch_operations_total',
+      help: 'Operations of POST /plants/batch, by method, and whether their batch was applied (all of them) or refused (none)',
+      labelNames: ['method', 'applied'],
+      registers
+    })
     this.writeBatchesFailed = new Counter({
       name: 'plantstore_store_write_batches_failed_total',
       help: 'Group-commit transactions that did not commit (their writes were answered 503)',

@@ -1,6 +1,6 @@
 import type { PlantStore } from '../store/plant-store.js'
 
-export type StoreOperation = 'create' | 'get' | 'list' | 'count' | 'put' | 'patch' | 'delete'
+export type StoreOperation = 'create' | 'get' | 'list' | 'count' | 'put' | 'patch' | 'delete' | 'writePlan'
 
 /** Wraps one plant operation of the store: given its name and the call, returns what the routes call instead. */
 export type OperationWrapper = <Args extends unknown[], Result>(
@@ -17,6 +17,7 @@ export function wrappedStore (store: PlantStore, wrap: OperationWrapper): PlantS
     put: wrap('put', (plant, expected) => store.put(plant, expected)),
     patch: wrap('patch', (id, patch, expected) => store.patch(id, patch, expected)),
     delete: wrap('delete', (id, expected) => store.delete(id, expected)),
+    writePlan: wrap('writePlan', (plan) => store.writePlan(plan)),
     tokens: store.tokens,
     webhooks: store.webhooks,
     ping: () => store.ping(),

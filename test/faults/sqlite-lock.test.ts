@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { describe, expect, it, onTestFinished } from 'vitest'
-import { sqliteDriverPath } from '../../src/store/sqlite/driver.js'
+import { describe, expect, it } from 'vitest'
 import { temporaryFolder } from '../helpers/app.js'
 import { startServer } from '../helpers/server-process.js'
+import { holdWriteLock } from '../helpers/sqlite-lock-holder.js'
 
 const TOKEN = 'lock-test-token'
 
@@ -19,16 +18,11 @@ describe('The SQLite write lock held by another process', () => {
       return { status: response.status, retryAfter: response.headers.get('retry-after'), body: await response.json() as unknown, ms: performance.now() - started }
     }
     // Another process takes the write lock and keeps it for 3 s (longer than the 250 ms busy_timeout).
-    const holder = spawn(process.execPath, ['-e', `
-      const Database = require(${JSON.stringify(sqliteDriverPath)}); const db = new Database(${JSON.stringify(file)});
-      db.exec('BEGIN IMMEDIATE'); process.stdout.write('locked\\n'); setTimeout(() => { db.exec('ROLLBACK'); db.close() }, 3000)`],
-    { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] })
-    onTestFinished(() => { if (holder.exitCode === null) process.kill(holder.pid as number, 'SIGKILL') })
-    await new Promise((resolve) => holder.stdout.once('data', resolve))
+    const { released } = await holdWriteLock(file, 3000)
 
     const whileLocked = await Promise.all([1, 2, 3].map(post))
     const liveness = await fetch(`${server.baseUrl}/healthz`)
-    await new Promise((resolve) => holder.once('exit', resolve))
+    await released
     const afterwards = await post(1)
 
     for (const answer of whileLocked) {

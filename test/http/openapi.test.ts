@@ -40,7 +40,7 @@ describe('The OpenAPI document', () => {
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
     expect(Object.keys(components.schemas).sort()).toEqual([
-      'AccessToken', 'CreatedAccessToken', 'CreatedWebhookSubscription', 'DeliveryAttempt', 'Error', 'Health', 'NewAccessToken',
+      'AccessToken', 'BatchDelete', 'BatchPatch', 'BatchPost', 'BatchPut', 'BatchRequest', 'BatchResult', 'BatchResults', 'CreatedAccessToken', 'CreatedWebhookSubscription', 'DeliveryAttempt', 'Error', 'Health', 'NewAccessToken',
       'NewPlant', 'NewWebhookSubscription', 'Plant', 'PlantPatch', 'PlantReplacement', 'RotatedWebhookSecret', 'StoredPlant',
       'WebhookSecretRotation', 'WebhookSubscription', 'WebhookSubscriptionStatus'
     ])

@@ -32,7 +32,7 @@ function contentsOf (folder: string): Map<string, Buffer> {
 }
 
 describe('plantstore restore --force', () => {
-  it('replaces a store whose service was killed with the backup, never applying the old store\'s write-ahead log to it', async () => {
+  it('replaces a store whose service was killed with the backup, never applying the old store\'s write-ahead log to it', { timeout: 60_000 }, async () => {
     const folder = temporaryFolder()
     const store = `sqlite:${join(folder, 'plants.db')}`
     const service = await startServer({ DATABASE_URL: store, PLANTSTORE_TOKENS: TOKEN })

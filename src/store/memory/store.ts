@@ -1,7 +1,7 @@
 import { plantJson } from '../plant-document.js'
 import { compareNames, foldName } from '../plant-names.js'
 import {
-  isNameOrder, outcomeOfMeeting, pageOf, samePlant, type CreateOutcome, type NamePosition, type PlantFilter, type PlantRecord, type PlantStore
+  isNameOrder, outcomeOfMeeting, pageOf, samePlant, sameState, type CreateOutcome, type NamePosition, type PlantFilter, type PlantRecord, type PlantStore
 } from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation, type WriteResult } from '../write-operations.js'
 import { SortedIds } from './sorted-ids.js'
@@ -123,6 +123,11 @@ export function openMemoryStore (): PlantStore {
     },
     delete (id, expected) {
       return change({ kind: 'delete', id, expected })
+    },
+    async writePlan (plan) {
+      for (const [id, expected] of plan.expected) if (!sameState(plants.get(id), expected)) return { status: 'stale' }
+      for (const { id, after } of plan.changes) replace(plants.get(id), after)
+      return { status: 'written' }
     },
     tokens: memoryTokenStore(),
     webhooks,

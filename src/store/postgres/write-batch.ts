@@ -1,10 +1,12 @@
 import type pg from 'pg'
 import { GroupCommit, RUN_AGAIN } from '../group-commit.js'
-import { decideChange, idOf, type ChangeOperation, type CreateOperation, type WriteOperation, type WriteOutcome } from '../write-operations.js'
+import {
+  changeTypeOf, decideChange, idOf, type ChangeOperation, type CreateOperation, type PlanOperation, type WriteOperation, type WriteOutcome
+} from '../write-operations.js'
 import { deletedPlantBody, newEventId, type WebhookEventType } from '../webhook-store.js'
 import { plantJson } from '../plant-document.js'
 import { foldName } from '../plant-names.js'
-import { outcomeOfMeeting, recordOfRow, samePlant, StoreUnavailableError, type PlantRecord, type PlantRow } from '../plant-store.js'
+import { outcomeOfMeeting, recordOfRow, samePlant, sameState, StoreUnavailableError, type PlantRecord, type PlantRow } from '../plant-store.js'
 import type { PostgresConnection } from './connection.js'
 import { mustDropConnection } from './transactions.js'
 
@@ -73,12 +75,14 @@ function isOutage (error: unknown): boolean {
 async function writeBatch (client: pg.PoolClient, operations: readonly WriteOperation[]): Promise<Array<WriteOutcome | typeof RUN_AGAIN>> {
   const creates: CreateOperation[] = []
   const changes: ChangeOperation[] = []
+  const plans: PlanOperation[] = []
   for (const operation of operations) {
     if (operation.kind === 'create') creates.push(operation)
+    else if (operation.kind === 'plan') plans.push(operation)
     else changes.push(operation)
   }
   const results: BatchResults = new Map()
-  const decided = await lockAndDecide(client, changes, results)
+  const decided = await lockAndDecide(client, changes, plans, results)
   const firstCreateById = new Map<bigint, PlantRecord>()
   for (const { plant } of creates) if (!firstCreateById.has(plant.id)) firstCreateById.set(plant.id, plant)
   const newRows = [...firstCreateById.values(), ...decided.toInsert]
@@ -86,15 +90,17 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
   // A change that meant to create a row a concurrent transaction inserted first settles in a later batch.
   for (const [id, change] of decided.inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
   await settleCreates(client, creates, firstCreateById, inserted, results)
+  const planEvents = await settlePlans(client, decided, inserted, results)
   if (decided.toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(decided.toUpdate) })
   if (decided.toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [decided.toDelete.map(String)] })
   // Every event's row came back from one of the two statements, so their flags cover all of them.
   if (decided.subscribed || subscribed) {
     await recordEvents(client, [
       ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
-      ...decided.toInsert.filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
-      ...decided.toUpdate.map((plant) => plantEvent('plant.updated', plant)),
-      ...decided.toDelete.map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) }))
+      ...decided.toInsert.filter((plant) => inserted.has(plant.id) && !decided.planned.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
+      ...decided.toUpdate.filter((plant) => !decided.planned.has(plant.id)).map((plant) => plantEvent('plant.updated', plant)),
+      ...decided.toDelete.filter((id) => !decided.planned.has(id)).map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) })),
+      ...planEvents
     ])
   }
   return operations.map((operation) => {
@@ -112,31 +118,94 @@ interface DecidedChanges {
   readonly toDelete: bigint[]
   /** The change behind each row of `toInsert`, by id. */
   readonly inserting: Map<bigint, ChangeOperation>
+  /** The plans whose expectations held, with the ids each inserts; their rows are among the three above. */
+  readonly plans: Map<PlanOperation, bigint[]>
+  /** The ids the plans above write. */
+  readonly planned: Set<bigint>
 }
 
-/** Locks the rows of the changes' ids and decides each change on its row; writes nothing yet. */
-async function lockAndDecide (client: pg.PoolClient, changes: readonly ChangeOperation[], results: BatchResults): Promise<DecidedChanges> {
-  if (changes.length === 0) return { subscribed: false, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
+/**
+ * Locks the rows of the changes' and the plans' ids, in one statement in id order, and decides each
+ * change on its row and each plan on its expectations; writes nothing yet.
+ */
+async function lockAndDecide (
+  client: pg.PoolClient,
+  changes: readonly ChangeOperation[],
+  plans: readonly PlanOperation[],
+  results: BatchResults
+): Promise<DecidedChanges> {
+  const decided: DecidedChanges = { subscribed: false, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map(), plans: new Map(), planned: new Set() }
   const ids = changes.map(idOf)
-  const locked = await client.query<PlantRow & { subscribed: boolean }>({ ...LOCK_PLANTS, values: [ids.map(String)] })
-  const decided: DecidedChanges = { subscribed: locked.rows[0]?.subscribed === true, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map() }
+  const lockedIds = [...ids, ...plans.flatMap(({ plan }) => [...plan.expected.keys()])]
+  if (lockedIds.length === 0) return decided
+  const locked = await client.query<PlantRow & { subscribed: boolean }>({ ...LOCK_PLANTS, values: [lockedIds.map(String)] })
   const current = new Map(locked.rows.map((row) => [row.id, recordOfRow(row)]))
+  const write = (id: bigint, before: PlantRecord | undefined, after: PlantRecord | undefined) => {
+    if (before === undefined && after !== undefined) decided.toInsert.push(after)
+    else if (before !== undefined && after === undefined) decided.toDelete.push(id)
+    else if (before !== undefined && after !== undefined && !samePlant(before, after)) decided.toUpdate.push(after)
+  }
   changes.forEach((change, index) => {
     const id = ids[index] as bigint
     const before = current.get(id)
     const { outcome, after } = decideChange(change, before)
     results.set(change, outcome)
-    if (before === undefined && after !== undefined) {
-      decided.toInsert.push(after)
-      decided.inserting.set(id, change)
-    } else if (before !== undefined && after === undefined) {
-      decided.toDelete.push(id)
-    } else if (before !== undefined && after !== undefined && !samePlant(before, after)) {
-      decided.toUpdate.push(after)
-    }
+    if (before === undefined && after !== undefined) decided.inserting.set(id, change)
+    write(id, before, after)
   })
-  return decided
+  for (const operation of plans) {
+    const { expected, changes: planned } = operation.plan
+    if ([...expected].some(([id, plant]) => !sameState(current.get(id), plant))) {
+      results.set(operation, STALE_PLAN)
+      continue
+    }
+    const after = new Map(planned.map((change) => [change.id, change.after]))
+    const inserts: bigint[] = []
+    for (const [id, plant] of after) {
+      if (current.get(id) === undefined && plant !== undefined) inserts.push(id)
+      write(id, current.get(id), plant)
+      decided.planned.add(id)
+    }
+    decided.plans.set(operation, inserts)
+  }
+  return { ...decided, subscribed: locked.rows[0]?.subscribed === true }
 }
+
+/**
+ * Each plan's result: written, or stale when a row it meant to insert was inserted first by a concurrent
+ * transaction; then the rows it inserted are deleted again and its updates and deletes left out. The
+ * events of the written plans, in the order of their changes.
+ */
+async function settlePlans (client: pg.PoolClient, decided: DecidedChanges, inserted: ReadonlySet<bigint>, results: BatchResults): Promise<PlantEvent[]> {
+  const events: PlantEvent[] = []
+  const undone = new Set<bigint>()
+  for (const [operation, inserts] of decided.plans) {
+    if (inserts.every((id) => inserted.has(id))) {
+      results.set(operation, WRITTEN_PLAN)
+      for (const change of operation.plan.changes) {
+        const type = changeTypeOf(change)
+        events.push(change.after === undefined ? { type, plantId: change.id, body: deletedPlantBody(change.id) } : plantEvent(type, change.after))
+      }
+      continue
+    }
+    results.set(operation, STALE_PLAN)
+    for (const id of operation.plan.expected.keys()) undone.add(id)
+  }
+  if (undone.size === 0) return events
+  const insertedByUndone = [...undone].filter((id) => inserted.has(id))
+  if (insertedByUndone.length > 0) await client.query({ ...DELETE_PLANTS, values: [insertedByUndone.map(String)] })
+  removeWhere(decided.toUpdate, (plant) => undone.has(plant.id))
+  removeWhere(decided.toDelete, (id) => undone.has(id))
+  return events
+}
+
+function removeWhere<T> (items: T[], remove: (item: T) => boolean): void {
+  const kept = items.filter((item) => !remove(item))
+  items.splice(0, items.length, ...kept)
+}
+
+const WRITTEN_PLAN: WriteOutcome = { status: 'written' }
+const STALE_PLAN: WriteOutcome = { status: 'stale' }
 
 /** Inserts the rows whose ids are free: which ids were, and whether a subscription was enabled (false when none was inserted). */
 async function insertPlants (client: pg.PoolClient, plants: readonly PlantRecord[]): Promise<{ inserted: Set<bigint>, subscribed: boolean }> {

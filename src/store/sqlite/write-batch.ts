@@ -52,6 +52,10 @@ function outcomesOfCreates (plants: readonly PlantRecord[], effects: CreateEffec
 
 /** Operations run in arrival order in the writer's transaction, so repeated ids in a batch just work. */
 function outcomeOf (operation: WriteOperation, effect: WriteEffect | undefined): WriteOutcome {
+  if (operation.kind === 'plan') {
+    if (effect === undefined || !('planned' in effect)) throw new Error('the SQLite writer answered out of step')
+    return effect.planned
+  }
   if (operation.kind !== 'create') {
     if (effect === undefined || !('outcome' in effect)) throw new Error('the SQLite writer answered out of step')
     return effect.outcome

@@ -1,9 +1,9 @@
 import type { SqliteDatabase } from './driver.js'
-import { unpackCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
+import { unpackCreates, unpackPlan, type CreateEffects, type ThreadPlan, type ThreadWriteOperation, type WriteEffect } from './writer-protocol.js'
 import { plantJson } from '../plant-document.js'
 import { foldName } from '../plant-names.js'
-import { recordOfRow, type PlantRecord, type PlantRow } from '../plant-store.js'
-import { decideChange, idOf, type ChangeOperation, type WriteOperation } from '../write-operations.js'
+import { recordOfRow, sameState, type PlantRecord, type PlantRow } from '../plant-store.js'
+import { decideChange, idOf, type ChangeOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
 
 interface Subscriber { readonly id: string, readonly events: string }
@@ -12,11 +12,13 @@ interface Subscriber { readonly id: string, readonly events: string }
 type CreateEffect = Extract<WriteEffect, { readonly inserted: boolean }>
 
 const INSERTED: CreateEffect = { inserted: true }
+const WRITTEN_PLAN: WriteEffect = { planned: { status: 'written' } }
+const STALE_PLAN: WriteEffect = { planned: { status: 'stale' } }
 
 /** The writer thread's plant writes, each batch in one transaction. */
 export interface PlantWrites {
   /** Runs a batch of writes in one transaction: each one's effect, in order. */
-  readonly write: (operations: readonly WriteOperation[]) => WriteEffect[]
+  readonly write: (operations: readonly ThreadWriteOperation[]) => WriteEffect[]
   /** Runs a batch of creates (`packCreates`) in one transaction. */
   readonly createAll: (packed: string) => CreateEffects
 }
@@ -89,9 +91,40 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     return { inserted: false, existing: select.get(plant.id) }
   }
 
-  const write = db.transaction((operations: readonly WriteOperation[]) => {
+  /**
+   * A plan: its expectations checked against the rows, then its changes applied in order, each with its
+   * events. Once checked, each row is what the plan says it is at every step, so none is read again.
+   */
+  const writePlan = (plan: ThreadPlan): WriteEffect => {
+    const rows = new Map<bigint, PlantRow | undefined>()
+    for (const [id, expected] of plan.expected) {
+      const row = select.get(id)
+      if (!sameState(row === undefined ? undefined : recordOfRow(row), expected)) return STALE_PLAN
+      rows.set(id, row)
+    }
+    for (const { id, after } of plan.changes) {
+      if (after === undefined) {
+        remove.run(id)
+        if (subscribers.length > 0) recordEvent('plant.deleted', id, deletedPlantBody(id))
+        rows.set(id, undefined)
+      } else {
+        store(rows.get(id), after)
+        rows.set(id, { id, name: after.name, tag: after.tag ?? null })
+      }
+    }
+    return WRITTEN_PLAN
+  }
+
+  const write = db.transaction((operations: readonly ThreadWriteOperation[]) => {
     subscribers = subscriptions.all()
-    return operations.map((operation) => operation.kind === 'create' ? create(operation.plant) : change(operation))
+    return operations.map((operation) => {
+      switch (operation.kind) {
+        case 'create': return create(operation.plant)
+        case 'plan': return writePlan(operation.plan)
+        case 'packed-plan': return writePlan(unpackPlan(operation.packed))
+        default: return change(operation)
+      }
+    })
   })
   const createAll = db.transaction((plants: readonly PlantRecord[]): CreateEffects => {
     subscribers = subscriptions.all()

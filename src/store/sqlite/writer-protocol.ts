@@ -3,7 +3,7 @@
  * (writer-thread.ts). They cross by structured clone, so ids stay `bigint`.
  */
 import { plantRecord, type PlantRecord, type PlantRow } from '../plant-store.js'
-import type { ChangeOutcome, WriteOperation } from '../write-operations.js'
+import type { ChangeOperation, ChangeOutcome, CreateOperation, PlanOperation, PlanOutcome, WritePlan } from '../write-operations.js'
 import type { ClaimedDelivery, ClaimRequest, NewWebhookSubscriptionRecord, OutboxRow, SettledAttempt, StoredSecretReplacement } from '../webhook-store.js'
 
 /** What the writer thread is started with: its `workerData`. */
@@ -20,6 +20,7 @@ export type WriteEffect =
   | { readonly inserted: true }
   | { readonly inserted: false, readonly existing: PlantRow | undefined }
   | { readonly outcome: ChangeOutcome }
+  | { readonly planned: PlanOutcome }
 
 /** The part of a claimed delivery the writer needs to record an attempt; its body, URL and secret stay behind. */
 export type SettledDelivery = Pick<ClaimedDelivery, 'id' | 'subscriptionId' | 'eventId' | 'type' | 'attempts'>
@@ -72,7 +73,17 @@ export type WebhookRequest<Command extends WebhookCommand = WebhookCommand> = {
 
 /** One batch of plant writes, committed in one transaction. */
 export interface WriteRequest {
-  readonly operations: readonly WriteOperation[]
+  readonly operations: readonly ThreadWriteOperation[]
+}
+
+/** A write as it crosses to the thread: a plan packed by `packPlan` when it can be. */
+export type ThreadWriteOperation = CreateOperation | ChangeOperation | PlanOperation | PackedPlanOperation
+export interface PackedPlanOperation { readonly kind: 'packed-plan', readonly packed: string }
+
+/** A plan as the writer thread applies it: the plants expected, and each change's id and plant after it. */
+export interface ThreadPlan {
+  readonly expected: ReadonlyMap<bigint, PlantRecord | undefined>
+  readonly changes: ReadonlyArray<{ readonly id: bigint, readonly after: PlantRecord | undefined }>
 }
 
 /**
@@ -115,6 +126,43 @@ export function unpackCreates (packed: string): PlantRecord[] {
     plants.push(plantRecord(BigInt(fields[index] as string), fields[index + 1] as string, tag === '-' ? undefined : tag.slice(1)))
   }
   return plants
+}
+
+/**
+ * A plan in one text, as `packCreates` packs plants (a batch's thousand plants cross as one copy): the
+ * number of expected plants, then each expected plant and each change's plant after it as an id, a
+ * name and a tag field (`-`: no tag, `+` and the tag, `!`: no plant at all). Undefined when a name or
+ * tag holds U+0000.
+ */
+export function packPlan (plan: WritePlan): string | undefined {
+  const fields: string[] = [String(plan.expected.size)]
+  const add = (id: bigint, plant: PlantRecord | undefined): boolean => {
+    if (plant !== undefined && (plant.name.includes('\0') || plant.tag?.includes('\0') === true)) return false
+    fields.push(String(id), plant?.name ?? '', plant === undefined ? '!' : plant.tag === undefined ? '-' : `+${plant.tag}`)
+    return true
+  }
+  for (const [id, plant] of plan.expected) if (!add(id, plant)) return undefined
+  for (const { id, after } of plan.changes) if (!add(id, after)) return undefined
+  return fields.join('\0')
+}
+
+/** The plan `packPlan` packed. */
+export function unpackPlan (packed: string): ThreadPlan {
+  const fields = packed.split('\0')
+  const plantAt = (index: number): [bigint, PlantRecord | undefined] => {
+    const id = BigInt(fields[index] as string)
+    const tag = fields[index + 2] as string
+    return [id, tag === '!' ? undefined : plantRecord(id, fields[index + 1] as string, tag === '-' ? undefined : tag.slice(1))]
+  }
+  const expectedEnd = 1 + 3 * Number(fields[0])
+  const expected = new Map<bigint, PlantRecord | undefined>()
+  for (let index = 1; index < expectedEnd; index += 3) expected.set(...plantAt(index))
+  const changes: Array<{ id: bigint, after: PlantRecord | undefined }> = []
+  for (let index = expectedEnd; index + 2 < fields.length; index += 3) {
+    const [id, after] = plantAt(index)
+    changes.push({ id, after })
+  }
+  return { expected, changes }
 }
 
 /** Moves the plants the writes noted into the search index (search-index.ts); the thread answers how many. */

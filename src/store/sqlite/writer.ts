@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import {
-  CLOSE, INDEX_SEARCH, type CreateEffects, type WebhookArguments, type WebhookCommand, type WebhookRequest, type WebhookResults, type WriteEffect, type WriterMessage, type WriterReply,
+  CLOSE, INDEX_SEARCH, packPlan, type CreateEffects, type ThreadWriteOperation, type WebhookArguments, type WebhookCommand, type WebhookRequest, type WebhookResults, type WriteEffect, type WriterMessage, type WriterReply,
   type WriterThreadData
 } from './writer-protocol.js'
 import type { WriteOperation } from '../write-operations.js'
@@ -10,6 +10,13 @@ export class SqliteWriteError extends Error {
     super(message)
     this.name = 'SqliteWriteError'
   }
+}
+
+/** A write as it crosses to the thread: a plan packed in one text where it can be (`packPlan`). */
+function crossingForm (operation: WriteOperation): ThreadWriteOperation {
+  if (operation.kind !== 'plan') return operation
+  const packed = packPlan(operation.plan)
+  return packed === undefined ? operation : { kind: 'packed-plan', packed }
 }
 
 /** The code of the error of every request a writer thread owed when it exited or failed. */
@@ -40,9 +47,9 @@ export class SqliteWriter {
 
   constructor (private readonly options: WriterThreadData) {}
 
-  /** Commits one batch of plant writes; at most one is in flight (the group commit sees to that). */
+  /** Commits one batch of plant writes; at most one is in flight (the group commit sees to that). A plan crosses packed. */
   write (operations: readonly WriteOperation[]): Promise<WriteEffect[]> {
-    return this.send({ operations })
+    return this.send({ operations: operations.map(crossingForm) })
   }
 
   /** Commits one batch of creates (`packCreates`); at most one batch is in flight. */

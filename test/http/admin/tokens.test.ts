@@ -287,7 +287,7 @@ describe.each(backends)('The token admin API on $name', (backend) => {
     ['an unknown scope', { name: 'x', scopes: ['plants:delete'] }, 'scopes.0 must be one of plants:read, plants:write, admin'],
     ['no scopes', { name: 'x', scopes: [] }, 'scopes must not be empty'],
     ['a repeated scope', { name: 'x', scopes: ['admin', 'admin'] }, 'scopes must not hold the same value twice'],
-    ['scopes as a string', { name: 'x', scopes: 'admin' }, /^scopes is invalid: /],
+    ['scopes as a string', { name: 'x', scopes: 'admin' }, 'scopes must be an array'],
     ['no scopes at all', { name: 'x' }, 'scopes is required'],
     ['no name', { scopes: ['admin'] }, 'name is required'],
     ['an empty name', { name: '', scopes: ['admin'] }, 'name must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" and "-"'],

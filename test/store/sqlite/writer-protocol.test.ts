@@ -2,7 +2,8 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { PlantRecord } from '../../../src/store/plant-store.js'
 import { openSqliteStore } from '../../../src/store/sqlite/store.js'
-import { packCreates, unpackCreates } from '../../../src/store/sqlite/writer-protocol.js'
+import { packCreates, packPlan, unpackCreates, unpackPlan } from '../../../src/store/sqlite/writer-protocol.js'
+import type { WritePlan } from '../../../src/store/write-operations.js'
 import { temporaryFolder } from '../../helpers/app.js'
 
 describe('the packed batch of creates sent to the SQLite writer thread', () => {
@@ -21,6 +22,31 @@ describe('the packed batch of creates sent to the SQLite writer thread', () => {
   it('given a name or a tag holding U+0000, is not packed', () => {
     expect(packCreates([{ id: 1n, name: 'a\u0000b' }])).toBeUndefined()
     expect(packCreates([{ id: 1n, name: 'a', tag: '\u0000' }])).toBeUndefined()
+  })
+
+  it('given a plan that creates, changes, deletes and expects plants absent, unpacks to its expectations and its changes in order', () => {
+    const fern = { id: 1n, name: 'Fern', tag: '' }
+    const odd = { id: 9223372036854775807n, name: '+-!\u0001 "quoted" \\ 🌵', tag: '!' }
+    const plan: WritePlan = {
+      expected: new Map<bigint, PlantRecord | undefined>([[1n, undefined], [9223372036854775807n, odd], [-5n, { id: -5n, name: 'Gone', tag: '+x' }]]),
+      changes: [
+        { id: 1n, before: undefined, after: fern },
+        { id: 1n, before: fern, after: { id: 1n, name: 'Fern' } },
+        { id: 9223372036854775807n, before: odd, after: { ...odd, tag: '-' } },
+        { id: -5n, before: { id: -5n, name: 'Gone', tag: '+x' }, after: undefined }
+      ]
+    }
+    const packed = packPlan(plan)
+    expect(packed).toBeTypeOf('string')
+    expect(unpackPlan(packed as string)).toEqual({
+      expected: plan.expected,
+      changes: plan.changes.map(({ id, after }) => ({ id, after }))
+    })
+  })
+
+  it('given a plan whose plant holds U+0000, is not packed', () => {
+    expect(packPlan({ expected: new Map([[1n, undefined]]), changes: [{ id: 1n, before: undefined, after: { id: 1n, name: 'a\u0000' } }] })).toBeUndefined()
+    expect(packPlan({ expected: new Map([[1n, { id: 1n, name: 'a', tag: '\u0000' }]]), changes: [] })).toBeUndefined()
   })
 
   it('given creates of one turn that insert, replay and conflict, answers each with its own outcome', async () => {
