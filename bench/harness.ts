@@ -232,6 +232,28 @@ export class Harness {
     rmSync(this.workFolder, { recursive: true, force: true })
   }
 
+  /**
+   * Waits until `target` (and, for a PostgreSQL target, the database) has finished what the last
+   * measurement left in flight: until their CPU time stops growing for half a second, at most `maxMs`.
+   * A measurement ends while up to 50 requests are still being answered; slow ones (a counted search,
+   * about 2 s each) would otherwise be paid for by the next measurement. Resolves to the ms waited.
+   */
+  async settle (target: Target, maxMs = 15_000): Promise<number> {
+    const pid = serverPid(target) as number
+    const cpu = () => processCpuSeconds(pid) + (target.name.startsWith('postgres') ? this.#postgresCpuSeconds() : 0)
+    const started = performance.now()
+    let last = cpu()
+    let quietSince = started
+    while (performance.now() - quietSince < 500 && performance.now() - started < maxMs) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      const now = cpu()
+      // A clock tick (10 ms) in 100 ms is an idle process's noise.
+      if (now - last > 0.01) quietSince = performance.now()
+      last = now
+    }
+    return Math.round(performance.now() - started)
+  }
+
   #postgresCpuSeconds (): number {
     const pid = this.#postgres?.pid()
     return pid === undefined ? 0 : processTreeCpuSeconds(pid)

@@ -37,7 +37,8 @@ import { differenceTable, scaledByInterval } from './profiles.js'
  *
  * The id page is compared with the baseline's, each other load with the same engine's id page: CPU per
  * request of the server process (all threads) and, for PostgreSQL, of the database, medians over
- * interleaved rounds of per-round ratios. Then, on the same stores: a walk of 10,000 plants and one of
+ * interleaved rounds of per-round ratios; after each measurement the server (and the database) finish
+ * what it left in flight before the next one starts. Then, on the same stores: a walk of 10,000 plants and one of
  * all of them by sort=name pages of 1000, each by a fresh service, and their peak RSS; CPU profiles of
  * every load (`node --cpu-prof`, as --only profiles) and PostgreSQL's plans of them; and the upgrade of a store of release 1.7.0
  * (schema version 7) with as many plants: the start that migrates it, each migration's time, and
@@ -45,7 +46,7 @@ import { differenceTable, scaledByInterval } from './profiles.js'
  * service is measured on stores of its own next to this one's. BENCH_QUERY_PHASES=loads,walks,profiles,
  * upgrades runs some of the phases only, BENCH_QUERY_LOADS=name,q some of the loads (and the id page).
  * Each phase's output ends with the machine's load average meanwhile and the run's regime. Figures go
- * to bench/results/query.json.
+ * to bench/results/query.json, those of a run of some phases to query-<phases>.json.
  */
 
 type QueryLoad = 'id' | 'name' | 'q' | 'count-tag' | 'count-q'
@@ -154,7 +155,9 @@ export const queryPart: Part = {
       results.upgrades = await measureUpgrades(harness, size)
       await endPhase('upgrades')
     }
-    const written = writeResultsFile(harness.quick ? 'query-quick.json' : 'query.json',
+    // A run of some phases only does not replace the figures of a whole run: query-<phases>.json.
+    const partial = PHASES.some((phase) => !phases.has(phase)) ? `-${PHASES.filter((phase) => phases.has(phase)).join('-')}` : ''
+    const written = writeResultsFile(harness.quick ? `query${partial}-quick.json` : `query${partial}.json`,
       asJson({ machine: { ...harness.machine(), loadAverages: loadavg().map((load) => Number(load.toFixed(2))) }, ...results }))
     process.stdout.write(`\nwrote ${written}\n`)
     return []
@@ -404,11 +407,16 @@ async function measureLoads (harness: Harness, stores: readonly Measured[], work
       if (load === 'id') plan.push({ target: baseline, load })
       for (const store of stores) plan.push({ target: store.target, load })
     }
-    for (const { target, load } of plan) await harness.measurePaths(target, workload.paths[load], WARM_UP_SECONDS, workload.headers[load])
+    for (const { target, load } of plan) {
+      await harness.measurePaths(target, workload.paths[load], WARM_UP_SECONDS, workload.headers[load])
+      await harness.settle(target)
+    }
     const samples: Samples = new Map()
     for (let round = 1; round <= rounds; round++) {
       for (const { target, load } of round % 2 === 1 ? plan : [...plan].reverse()) {
         const sample = await harness.measurePaths(target, workload.paths[load], harness.durationSeconds, workload.headers[load])
+        // What this measurement left in flight is not the next one's to pay for.
+        await harness.settle(target)
         const key = `${target.name}/${load}`
         record(samples, key, sample)
         harness.logSample(round, key, sample)
@@ -489,8 +497,11 @@ function printLoads (harness: Harness, rounds: number, rows: readonly QueryRow[]
 // ---- Walks ----
 
 /** Walks by sort=name pages of WALK_PAGE from the start, following the Link header, until `plants` were read or none are left. */
-async function walkByName (target: Target, plants: number): Promise<{ plants: number, pages: number, seconds: number }> {
+async function walkByName (target: Target, plants: number): Promise<{ plants: number, pages: number, seconds: number, peakRssMbAfter: Record<string, number> }> {
   const started = performance.now()
+  // The peak so far once a tenth, a half and all of the plants were read: whether it levels off, or keeps growing.
+  const checkpoints = [...new Set([SHORT_WALK, Math.round(plants / 10), Math.round(plants / 2), plants])].filter((count) => count <= plants).sort((a, b) => a - b)
+  const peakRssMbAfter: Record<string, number> = {}
   let path: string | undefined = `/plants?limit=${WALK_PAGE}&sort=name`
   let read = 0
   let pages = 0
@@ -507,9 +518,10 @@ async function walkByName (target: Target, plants: number): Promise<{ plants: nu
     }
     read += page.length
     pages++
+    while (checkpoints[0] !== undefined && read >= checkpoints[0]) peakRssMbAfter[String(checkpoints.shift())] = Math.round(peakRssMb(serverPid(target) as number))
     path = /<([^>]+)>; rel="next"/.exec(response.headers.get('link') ?? '')?.[1]
   }
-  return { plants: read, pages, seconds: (performance.now() - started) / 1000 }
+  return { plants: read, pages, seconds: (performance.now() - started) / 1000, peakRssMbAfter }
 }
 
 /** The peak resident set of a process so far (VmHWM), in MB. */
@@ -536,9 +548,10 @@ async function measureWalks (harness: Harness, stores: readonly Measured[], size
     walks.push({ backend: store.backend, short, whole, growthMb: whole.peakRssMb - short.peakRssMb, met: whole.peakRssMb - short.peakRssMb <= 10 })
   }
   process.stdout.write(`\nwalks by sort=name pages of ${WALK_PAGE} (one client, a fresh service each), peak RSS (VmHWM): goal within 10 MB\n`)
-  process.stdout.write(`${formatTable(['backend', 'plants', 'pages', 's', 'plants/s', 'peak RSS MB', `${size} ÷ ${SHORT_WALK}`],
+  process.stdout.write(`${formatTable(['backend', 'plants', 'pages', 's', 'plants/s', 'peak RSS MB', 'peak RSS MB after plants', `${size} ÷ ${SHORT_WALK}`],
     walks.flatMap((walk) => [walk.short, walk.whole].map((run, at) => [walk.backend, String(run.plants), String(run.pages), run.seconds.toFixed(1),
       String(Math.round(run.plants / run.seconds)), String(run.peakRssMb),
+      Object.entries(run.peakRssMbAfter).map(([count, mb]) => `${count}: ${mb}`).join(', '),
       at === 0 ? '' : `${walk.growthMb >= 0 ? '+' : ''}${walk.growthMb} MB ${walk.met ? 'met' : 'MISSED'}`])), 1)}\n`)
   return walks
 }
@@ -582,7 +595,10 @@ async function profileLoads (harness: Harness, stores: readonly Measured[], work
     try {
       const loads = store === undefined ? ['id' as const] : QUERY_LOADS
       // Every load once before any is measured: the first in a fresh process would carry the compiler's threads.
-      for (const load of loads) await harness.measurePaths(target, workload.paths[load], WARM_UP_SECONDS, workload.headers[load])
+      for (const load of loads) {
+        await harness.measurePaths(target, workload.paths[load], WARM_UP_SECONDS, workload.headers[load])
+        await harness.settle(target)
+      }
       for (const load of loads) {
         const pid = serverPid(target) as number
         const before = mainThreadCpuSeconds(pid)
@@ -590,6 +606,7 @@ async function profileLoads (harness: Harness, stores: readonly Measured[], work
         const sample = await harness.measurePaths(target, workload.paths[load], harness.durationSeconds, workload.headers[load])
         const to = monotonicMicros()
         const after = mainThreadCpuSeconds(pid)
+        await harness.settle(target)
         const perRequest = (cpuSeconds: number) => cpuSeconds / sample.requests * 1e6
         windows.push({
           load,
