@@ -5,15 +5,46 @@ import { NewPlant, Plant, StoredPlant } from '../src/schemas/plants.js'
 
 /**
  * The baseline the service is measured against: a bare Fastify app with the same TypeBox schemas
- * (Fastify's default Ajv validation and serialization), a bearer-token check and a Map. No durability,
+ * (Fastify's default Ajv validation and serialization), a bearer-token check and a Map, with the plants
+ * also in an array in id order, where a page after an id starts by binary search. No durability,
  * no exact int64, and no logging: what "as fast as Fastify goes" looks like for these routes. With
  * BENCH_LOGGED=1, Fastify's default request logging (`logger: true`: two lines a request to standard
- * output), the second anchor: what a user would otherwise run.
+ * output), the second anchor: what a user would otherwise run. With BENCH_PLANTS=N it starts with the
+ * plants 1 to N of bench/plant-catalog.ts, those the query part loads into the stores.
  */
+type BaselinePlant = { id: number, name: string, tag?: string }
 const token = process.env.BENCH_TOKEN ?? 'bench-token'
 const app = Fastify({ logger: process.env.BENCH_LOGGED === '1' })
 await app.register(bearerAuth, { keys: [token] })
-const plants = new Map<number, { id: number, name: string, tag?: string }>()
+const plants = new Map<number, BaselinePlant>()
+/** The plants in id order. */
+const ordered: BaselinePlant[] = []
+
+/** The index in `ordered` of the first plant whose id is above `id`. */
+function indexAfter (id: number): number {
+  let low = 0
+  let high = ordered.length
+  while (low < high) {
+    const middle = (low + high) >>> 1
+    if ((ordered[middle] as BaselinePlant).id <= id) low = middle + 1
+    else high = middle
+  }
+  return low
+}
+
+function store (plant: BaselinePlant): void {
+  const replaced = plants.has(plant.id)
+  plants.set(plant.id, plant)
+  const last = ordered.at(-1)
+  if (last === undefined || plant.id > last.id) ordered.push(plant)
+  else ordered.splice(indexAfter(plant.id) - (replaced ? 1 : 0), replaced ? 1 : 0, plant)
+}
+
+const catalogPlants = Number(process.env.BENCH_PLANTS ?? 0)
+if (catalogPlants > 0) {
+  const { nameOf, tagOf } = await import('./plant-catalog.js')
+  for (let id = 1; id <= catalogPlants; id++) store({ id, name: nameOf(id), tag: tagOf(id) })
+}
 
 app.post('/plants', {
   schema: {
@@ -26,7 +57,7 @@ app.post('/plants', {
   if (existing !== undefined && (existing.name !== name || existing.tag !== tag)) {
     return reply.code(409).send({ error: 409, message: 'conflict' })
   }
-  plants.set(id, tag === undefined ? { id, name } : { id, name, tag })
+  store(tag === undefined ? { id, name } : { id, name, tag })
   return reply.header('location', `/plants/${id}`).send(tag === undefined ? { name } : { name, tag })
 })
 
@@ -41,13 +72,8 @@ app.get('/plants', {
   schema: { response: { 200: { type: 'array', items: { ...StoredPlant, $id: undefined } } } }
 }, async (request) => {
   const { limit = '100', after } = request.query as { limit?: string, after?: string }
-  const page = []
-  for (const plant of plants.values()) {
-    if (after !== undefined && plant.id <= Number(after)) continue
-    page.push(plant)
-    if (page.length === Number(limit)) break
-  }
-  return page
+  const start = after === undefined ? 0 : indexAfter(Number(after))
+  return ordered.slice(start, start + Number(limit))
 })
 
 const address = await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' })

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { startEmbeddedPostgres, type PostgresServer } from '../scripts/embedded-postgres.js'
 import { median, type Row, type Sample } from './figures.js'
-import { loadGenerator, preloadedTagOf, type Load, type LoadGenerator } from './load-generator.js'
+import { loadGenerator, preloadedTagOf, type Load, type LoadGenerator, type LoadSpec } from './load-generator.js'
 import {
   ROOT, ServerProcesses, minorPageFaults, pinProcess, processCpuSeconds, processTreeCpuSeconds, rssMb, serverNodeFlags, serverPid,
   type Target
@@ -97,8 +97,14 @@ export class Harness {
     return this.quick ? 1 : full
   }
 
-  /** `batchSize`: a batch load's creates per request. */
-  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS, batchSize?: number): Promise<Sample> {
+  /** One measurement of `paths` (a `paths` load: GETs of the paths in turn from a random start), with `headers` on every request. */
+  async measurePaths (target: Target, paths: readonly string[], seconds: number, headers: Readonly<Record<string, string>> = {}): Promise<Sample> {
+    return this.measure(target, 'paths', seconds, undefined, CONNECTIONS, undefined, { paths, headers })
+  }
+
+  /** `batchSize`: a batch load's creates per request; `requests`: a paths load's paths and headers. */
+  async measure (target: Target, load: Load, seconds: number, deepAfter?: bigint, connections = CONNECTIONS, batchSize?: number,
+    requests: Pick<LoadSpec, 'paths' | 'headers'> = {}): Promise<Sample> {
     const pid = serverPid(target) as number
     let peakRss = 0
     const sampler = setInterval(() => { peakRss = Math.max(peakRss, rssMb(pid)) }, 250)
@@ -116,7 +122,8 @@ export class Harness {
       firstNewId,
       preloaded: Number(target.preloadedIds.reduce((highest, id) => id > highest ? id : highest, 1n)),
       ...(deepAfter === undefined ? {} : { after: deepAfter }),
-      ...(batchSize === undefined ? {} : { batchSize })
+      ...(batchSize === undefined ? {} : { batchSize }),
+      ...requests
     })
     const serverCpu = processCpuSeconds(pid) - serverCpuBefore
     const pageFaults = minorPageFaults(pid) - pageFaultsBefore
@@ -223,6 +230,28 @@ export class Harness {
     this.servers.killAll()
     await this.#postgres?.destroy()
     rmSync(this.workFolder, { recursive: true, force: true })
+  }
+
+  /**
+   * Waits until `target` (and, for a PostgreSQL target, the database) has finished what the last
+   * measurement left in flight: until their CPU time stops growing for half a second, at most `maxMs`.
+   * A measurement ends while up to 50 requests are still being answered; slow ones (a counted search,
+   * about 2 s each) would otherwise be paid for by the next measurement. Resolves to the ms waited.
+   */
+  async settle (target: Target, maxMs = 15_000): Promise<number> {
+    const pid = serverPid(target) as number
+    const cpu = () => processCpuSeconds(pid) + (target.name.startsWith('postgres') ? this.#postgresCpuSeconds() : 0)
+    const started = performance.now()
+    let last = cpu()
+    let quietSince = started
+    while (performance.now() - quietSince < 500 && performance.now() - started < maxMs) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      const now = cpu()
+      // A clock tick (10 ms) in 100 ms is an idle process's noise.
+      if (now - last > 0.01) quietSince = performance.now()
+      last = now
+    }
+    return Math.round(performance.now() - started)
   }
 
   #postgresCpuSeconds (): number {

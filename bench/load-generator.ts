@@ -11,7 +11,7 @@ import { endedChildrenCpuSeconds } from './processes.js'
  * autocannon, in this process, is the fallback where wrk cannot be had.
  */
 
-export type Load = 'post' | 'get' | 'list' | 'put' | 'patch' | 'list-tag' | 'batch'
+export type Load = 'post' | 'get' | 'list' | 'put' | 'patch' | 'list-tag' | 'batch' | 'paths'
 
 /** The tag a preloaded plant gets, so that a filtered page (`list-tag`) has as many plants as an unfiltered one. */
 export const preloadedTagOf = (id: bigint | number) => `tag-${BigInt(id) % 4n}`
@@ -34,6 +34,14 @@ export interface LoadSpec {
   readonly tag?: string
   /** batch: the creates in each POST /plants/batch (new ids from `firstNewId` up, as POST's). */
   readonly batchSize?: number
+  /**
+   * paths: GETs of these paths (with their query strings), each request the next of the list from a
+   * random start, round and round: a list longer than the connections never has two requests for the
+   * same path in flight. The caller shuffles it.
+   */
+  readonly paths?: readonly string[]
+  /** paths: headers every request sends besides Authorization (`Prefer`, say). */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 export interface LoadResult {
@@ -78,11 +86,23 @@ function batchSizeOf (spec: LoadSpec): number {
   return spec.batchSize
 }
 
+/** A `paths` load's paths: printable ASCII each (query strings percent-encoded), so that they pass through a Lua string and a line as they are. */
+function pathsOf (spec: LoadSpec): readonly string[] {
+  const paths = spec.paths ?? []
+  if (paths.length === 0) throw new Error('a paths load needs paths')
+  const unfit = paths.find((path) => !/^\/[\x21-\x7e]*$/.test(path))
+  if (unfit !== undefined) throw new Error(`a path of a paths load must be printable ASCII without spaces: ${JSON.stringify(unfit)}`)
+  return paths
+}
+
+/** A Lua string literal of printable ASCII text. */
+const luaString = (text: string) => `"${text.replace(/[\\"]/g, '\\$&')}"`
+
 /** PUT replaces a preloaded plant with a new name and its own tag; PATCH renames it. */
 const UPDATE_MEDIA_TYPE = { put: 'application/json', patch: 'application/merge-patch+json' } as const
 
-/** The wrk script of one measurement: the requests, and a JSON line of results at the end. */
-function wrkScript (spec: LoadSpec): string {
+/** The wrk script of one measurement: the requests, and a JSON line of results at the end; `pathsFile` holds a `paths` load's paths, one a line. */
+function wrkScript (spec: LoadSpec, pathsFile: string): string {
   const mediaType = spec.load === 'put' || spec.load === 'patch' ? UPDATE_MEDIA_TYPE[spec.load] : 'application/json'
   const headers = `wrk.headers["Authorization"] = "Bearer ${spec.token}"\nwrk.headers["Content-Type"] = "${mediaType}"\n`
   const done = `
@@ -113,6 +133,13 @@ end
       `function request()\n  id = id % ${spec.preloaded} + 1\n  version = version + 1\n` +
       `  return wrk.format(nil, "/plants/" .. id, nil, ${body})\nend\n` + done
   }
+  if (spec.load === 'paths') {
+    const extra = Object.entries(spec.headers ?? {}).map(([name, value]) => `wrk.headers[${luaString(name)}] = ${luaString(value)}\n`).join('')
+    // Read from a file: a table of tens of thousands of constants in the script would pass LuaJIT's limits.
+    return `${headers}${extra}local paths = {}\nfor line in io.lines(${luaString(pathsFile)}) do paths[#paths + 1] = line end\n` +
+      `math.randomseed(${Date.now() % 1_000_000})\nlocal next_path = math.random(#paths)\n` +
+      'function request()\n  next_path = next_path % #paths + 1\n  return wrk.format("GET", paths[next_path])\nend\n' + done
+  }
   if (spec.load === 'get') {
     return `${headers}math.randomseed(${Date.now() % 1_000_000})\n` +
       `function request()\n  return wrk.format("GET", "/plants/" .. math.random(1, ${spec.preloaded}))\nend\n` + done
@@ -124,9 +151,12 @@ async function runWrk (wrk: string, spec: LoadSpec, pinToCpu: number | undefined
   // wrk loads its script once per thread and once more for itself: it must be a file.
   const folder = mkdtempSync(join(tmpdir(), 'plantstore-wrk-'))
   const script = join(folder, `${spec.load}.lua`)
-  writeFileSync(script, wrkScript(spec))
-  // A batch of a thousand writes may wait behind 49 others: longer than wrk's 2 s default, which would count it an error.
-  const timeout = spec.load === 'batch' ? ['--timeout', '30s'] : []
+  const pathsFile = join(folder, 'paths.txt')
+  if (spec.load === 'paths') writeFileSync(pathsFile, `${pathsOf(spec).join('\n')}\n`)
+  writeFileSync(script, wrkScript(spec, pathsFile))
+  // A batch of a thousand writes, or a counted search, may wait behind 49 others: longer than wrk's 2 s default,
+  // which would count it an error.
+  const timeout = spec.load === 'batch' || spec.load === 'paths' ? ['--timeout', '30s'] : []
   const command = [wrk, '-t1', `-c${spec.connections}`, `-d${spec.seconds}s`, ...timeout, '-s', script, spec.url]
   const [program, ...args] = pinToCpu === undefined ? command : ['taskset', '-c', String(pinToCpu), ...command]
   const cpuBefore = endedChildrenCpuSeconds()
@@ -174,6 +204,16 @@ async function runAutocannon (spec: LoadSpec): Promise<LoadResult> {
       return { ...req, body: `{"operations":[${operations.join(',')}]}` }
     }
   })
+  let nextPath = Math.floor(Math.random() * (spec.paths?.length ?? 1))
+  const pathsRequest = (): autocannon.Request => ({
+    method: 'GET',
+    headers: { ...headers, ...spec.headers },
+    setupRequest: (req: autocannon.Request) => {
+      const paths = pathsOf(spec)
+      nextPath = (nextPath + 1) % paths.length
+      return { ...req, path: paths[nextPath] as string }
+    }
+  })
   const request: autocannon.Request = spec.load === 'post'
     ? { method: 'POST', path: '/plants', headers, setupRequest: (req: autocannon.Request) => ({ ...req, body: `{"id":${++nextId},"name":"bench plant","tag":"bench"}` }) }
     : spec.load === 'batch'
@@ -182,7 +222,7 @@ async function runAutocannon (spec: LoadSpec): Promise<LoadResult> {
         ? { method: 'GET', headers, setupRequest: (req: autocannon.Request) => ({ ...req, path: `/plants/${1 + Math.floor(Math.random() * spec.preloaded)}` }) }
         : spec.load === 'put' || spec.load === 'patch'
           ? update(spec.load)
-          : { method: 'GET', path: pathOf(spec), headers }
+          : spec.load === 'paths' ? pathsRequest() : { method: 'GET', path: pathOf(spec), headers }
   const cpuBefore = process.cpuUsage()
   const started = performance.now()
   const result = await autocannon({ url: spec.url, connections: spec.connections, duration: spec.seconds, requests: [request] })

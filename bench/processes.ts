@@ -76,7 +76,7 @@ export class ServerProcesses {
    * server's hands: the log lines cost the server their writes, but reading them does not cost the load
    * generator's core.
    */
-  start (name: string, command: string[], env: Record<string, string>, cpu: 0 | 1 = 0, cwd = ROOT): Promise<Target> {
+  start (name: string, command: string[], env: Record<string, string>, cpu: 0 | 1 = 0, cwd = ROOT, startTimeoutMs = 30_000): Promise<Target> {
     const [program, ...rest] = this.#pinning ? ['taskset', '-c', String(cpu), ...command] : command
     const logFile = this.#logFile(name)
     const logFd = openSync(logFile, 'w')
@@ -95,7 +95,7 @@ export class ServerProcesses {
         if (url !== undefined) {
           clearInterval(poll)
           resolve({ name, url, process: child, token: TOKEN, nextId: 1_000_000_000_000n, preloadedIds: [] })
-        } else if (child.exitCode !== null || Date.now() - startedAt > 30_000) {
+        } else if (child.exitCode !== null || Date.now() - startedAt > startTimeoutMs) {
           clearInterval(poll)
           reject(new Error(`${name} did not start (exit code ${child.exitCode}):\n${output.slice(-5000)}`))
         }
@@ -107,23 +107,27 @@ export class ServerProcesses {
    * Starts `dist/server.js` of the build in `root` (this one unless told), its working directory there so
    * that build's node_modules are used. Every service gets a free METRICS_PORT of its own (metrics on,
    * the shipped default) unless `env` sets one: the default 9464 would let only one service start.
-   * `extraNodeFlags` come after the shipped ones (a profiler's, say).
+   * `extraNodeFlags` come after the shipped ones (a profiler's, say). `startTimeoutMs`: how long it may take
+   * to listen (a start that migrates a large store takes longer than the 30 s default).
    */
-  async startService (name: string, databaseUrl: string, env: Record<string, string> = {}, root = ROOT, extraNodeFlags: readonly string[] = []): Promise<Target> {
+  async startService (name: string, databaseUrl: string, env: Record<string, string> = {}, root = ROOT, extraNodeFlags: readonly string[] = [],
+    startTimeoutMs = 30_000): Promise<Target> {
     const metricsPort = env.METRICS_PORT ?? String(await freePort())
     const target = await this.start(name, [process.execPath, ...serverNodeFlags(root), ...extraNodeFlags, 'dist/server.js'],
-      { DATABASE_URL: databaseUrl, METRICS_PORT: metricsPort, ...env }, 0, root)
+      { DATABASE_URL: databaseUrl, METRICS_PORT: metricsPort, ...env }, 0, root, startTimeoutMs)
     return metricsPort === '0' ? target : { ...target, metricsUrl: `http://127.0.0.1:${metricsPort}` }
   }
 
   /**
    * The bare-Fastify baseline (bench/baseline.ts), with the bench's young generation (`benchNodeFlags`).
    * `logged`: with Fastify's default request logging (two pino lines a request, written synchronously
-   * to standard output), what a user of bare Fastify would otherwise run.
+   * to standard output), what a user of bare Fastify would otherwise run. `plants`: it starts holding the
+   * plants 1 to `plants` of bench/plant-catalog.ts (the query part's).
    */
-  startBaseline (name: string, options: { readonly logged?: boolean, readonly extraNodeFlags?: readonly string[] } = {}): Promise<Target> {
+  startBaseline (name: string, options: { readonly logged?: boolean, readonly extraNodeFlags?: readonly string[], readonly plants?: number } = {}): Promise<Target> {
     return this.start(name, [process.execPath, ...benchNodeFlags(serviceNodeFlags(ROOT)), ...(options.extraNodeFlags ?? []), '--import', 'tsx', 'bench/baseline.ts'],
-      options.logged === true ? { BENCH_LOGGED: '1' } : {})
+      { ...(options.logged === true ? { BENCH_LOGGED: '1' } : {}), ...(options.plants === undefined ? {} : { BENCH_PLANTS: String(options.plants) }) },
+      0, ROOT, 120_000)
   }
 
   /** A graceful stop (SIGTERM), made a kill after 10 s. */

@@ -54,6 +54,18 @@
  *                                      POSTs, 50 connections, SQLite and PostgreSQL: plants/s, CPU per plant,
  *                                      ratios; a lone batch of 1000 on SQLite, its p99 (not part of a full
  *                                      run; figures in bench/results/batch.json)
+ *   npm run bench -- --only query      finding plants at 1M (100,000 with --quick; BENCH_QUERY_PLANTS=N): SQLite
+ *                                      and PostgreSQL stores of bench/plant-catalog.ts's plants, 50 connections
+ *                                      each reading another page: an id page at a random `after` ÷ the
+ *                                      baseline's (holding the same plants), a sort=name page at a random
+ *                                      cursor, a search of 3-8 characters and counted pages of a tag and of
+ *                                      a search ÷ the same engine's id page; walks of 10k and of every plant
+ *                                      by name and their peak RSS; profiles of every load; the upgrade of a
+ *                                      1.7.0 store as large (not part of a full run; BENCH_QUERY_PHASES=loads,
+ *                                      walks,profiles,upgrades for some only, BENCH_QUERY_LOADS=name,q for
+ *                                      some loads and the id page; with --baseline-dist, the
+ *                                      release's service on stores of its own too; figures in
+ *                                      bench/results/query.json)
  *   npm run bench -- --only observability --baseline-dist ../plantstore-1.3.0
  *                                      also a `release` service: the dist/server.js of another build
  *                                      (built, its own node_modules installed), in the same rounds
@@ -91,6 +103,7 @@ import { jwtPart } from './parts/jwt.js'
 import { observabilityPart } from './parts/observability.js'
 import { poolingPart } from './parts/pooling.js'
 import { profilesPart } from './parts/profiles.js'
+import { queryPart } from './parts/query.js'
 import { compareSizes } from './parts/scale.js'
 import { tokensPart } from './parts/tokens.js'
 import { updatesPart } from './parts/updates.js'
@@ -100,7 +113,7 @@ import { writeResults } from './report.js'
 /** Every part of a full run, in the order they run and their rows are written. */
 const PARTS: readonly Part[] = [backendsPart, tokensPart, jwtPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
-const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart, batchPart]
+const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart, batchPart, queryPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
 
 const args = process.argv.slice(2)

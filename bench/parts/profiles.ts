@@ -115,7 +115,8 @@ function scaledToCpu (time: SelfTime, by: 'byFunction' | 'byPlace', cpuUs: numbe
   return scaled
 }
 
-function scaledByInterval (times: SelfTime[], measurement: Measured): Record<string, number> {
+/** Worker threads' µs a request by function: their samples in the measurement's window, each worth the window's length ÷ its samples. */
+export function scaledByInterval (times: SelfTime[], measurement: { readonly window: Window, readonly requests: number }): Record<string, number> {
   const scaled: Record<string, number> = {}
   for (const time of times) {
     if (time.samples === 0) continue
@@ -141,7 +142,8 @@ function printDifferences (results: Profiled[], load: Load): void {
   }
 }
 
-function differenceTable (what: string, service: Record<string, number>, baseline: Record<string, number>, limit: number): string {
+/** The largest differences of a service's µs per request to the baseline's, by `what` (place or function), as a table. */
+export function differenceTable (what: string, service: Record<string, number>, baseline: Record<string, number>, limit: number): string {
   const keys = [...new Set([...Object.keys(service), ...Object.keys(baseline)])]
     .map((key) => ({ key, service: service[key] ?? 0, baseline: baseline[key] ?? 0 }))
     .sort((a, b) => Math.abs(b.service - b.baseline) - Math.abs(a.service - a.baseline))
