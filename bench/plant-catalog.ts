@@ -179,3 +179,21 @@ export function searchTerms (index: CatalogIndex, wanted: number, least: number,
   }
   return terms
 }
+
+/** Rows of the catalog, `batch` at a time, with their folded names. */
+export function * catalogBatches (size: number, batch: number) {
+  for (let from = 1; from <= size; from += batch) {
+    const ids: number[] = []
+    const names: string[] = []
+    const tags: string[] = []
+    const folded: string[] = []
+    for (let id = from; id < Math.min(from + batch, size + 1); id++) {
+      const name = nameOf(id)
+      ids.push(id)
+      names.push(name)
+      tags.push(tagOf(id))
+      folded.push(foldName(name))
+    }
+    yield { ids, names, tags, folded }
+  }
+}
