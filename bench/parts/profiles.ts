@@ -22,16 +22,17 @@ interface Measured {
   readonly databaseCpuUs: number
 }
 
-interface Profiled {
+/** A load's profile, µs a request: what --only profiles and --only query record of each load they profile. */
+export interface Profiled<ProfiledLoad extends string = Load> {
   readonly target: string
-  readonly load: Load
+  readonly load: ProfiledLoad
   readonly requests: number
   /** The main thread's CPU time ÷ requests (from /proc), which its profile's busy samples are scaled to. */
   readonly mainCpuUs: number
-  /** Every other thread's (the SQLite writer, libuv's pool, V8's helpers) ÷ requests. */
+  /** Every other thread's (the SQLite writer and search threads, libuv's pool, V8's helpers) ÷ requests. */
   readonly otherThreadsCpuUs: number
   readonly databaseCpuUs: number
-  /** µs a request by function, main thread; then the workers' (the SQLite writer), scaled by their sampling interval. */
+  /** µs a request by function, main thread; then the workers' (the SQLite writer and searcher), scaled by their sampling interval. */
   readonly byFunction: Record<string, number>
   readonly byPlace: Record<string, number>
   readonly workerByFunction: Record<string, number>

@@ -14,7 +14,7 @@ import { PAIRED_ROUNDS, regimeLine, type Harness, type Part } from '../harness.j
 import { catalogBatches, CatalogIndex, checkFoldedWords, nameOf, searchTerms, tagOf, TAGS } from '../plant-catalog.js'
 import { mainThreadCpuSeconds, ROOT, serverPid, type Target } from '../processes.js'
 import { asJson, describeRounds, formatTable, generatorCell, ratioRange, writeResultsFile } from '../report.js'
-import { differenceTable, scaledByInterval } from './profiles.js'
+import { differenceTable, scaledByInterval, type Profiled } from './profiles.js'
 import { measureUpgrades } from './query-upgrades.js'
 
 /**
@@ -539,20 +539,7 @@ async function measureWalks (harness: Harness, stores: readonly Measured[], size
 
 // ---- Profiles ----
 
-interface ProfiledLoad {
-  readonly target: string
-  readonly load: QueryLoad
-  readonly requests: number
-  /** The main thread's CPU time ÷ requests (from /proc), which its profile's busy samples are scaled to. */
-  readonly mainCpuUs: number
-  /** Every other thread's (V8's helpers, SQLite's search and writer threads) ÷ requests. */
-  readonly otherThreadsCpuUs: number
-  readonly databaseCpuUs: number
-  readonly byPlace: Record<string, number>
-  readonly byFunction: Record<string, number>
-  /** Worker threads (SQLite's search thread reads the searches and counts), scaled by their sampling interval. */
-  readonly workerByFunction: Record<string, number>
-}
+type ProfiledLoad = Profiled<QueryLoad>
 
 /**
  * Every load under `node --cpu-prof`, as --only profiles does it: the baseline (its id page) and each
