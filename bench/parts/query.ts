@@ -157,7 +157,7 @@ export const queryPart: Part = {
     // A run of some phases only does not replace the figures of a whole run: query-<phases>.json.
     const partial = PHASES.some((phase) => !phases.has(phase)) ? `-${PHASES.filter((phase) => phases.has(phase)).join('-')}` : ''
     const written = writeResultsFile(harness.quick ? `query${partial}-quick.json` : `query${partial}.json`,
-      asJson({ machine: { ...harness.machine(), loadAverages: loadavg().map((load) => Number(load.toFixed(2))) }, ...results }))
+      asJson({ machine: { ...harness.machine(), rounds: harness.roundsOf(PAIRED_ROUNDS), loadAverages: loadavg().map((load) => Number(load.toFixed(2))) }, ...results }))
     process.stdout.write(`\nwrote ${written}\n`)
     return []
   }
