@@ -157,6 +157,34 @@ describe('A PostgreSQL store of release 1.7.0', () => {
     expect(await store.count({ q: 'ße 1', tag: 'even' })).toBe(1556)
   })
 
+  it('builds migration 10\'s indexes however long they take: past DATABASE_STATEMENT_TIMEOUT_MS and the client\'s time-out above it', async () => {
+    const url = await createTestDatabase()
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    onTestFinished(() => client.end())
+    await client.query('CREATE TABLE plantstore_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())')
+    for (const migration of postgresMigrations.filter((candidate) => candidate.version <= 9)) {
+      if ('sql' in migration) await client.query(sqlOf(migration))
+      await client.query('INSERT INTO plantstore_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name])
+    }
+    await client.query("INSERT INTO plants (id, name, name_folded) VALUES (1, 'Fern', 'fern')")
+    // Another transaction holds a lock that CREATE INDEX waits for, for longer than both time-outs.
+    const holder = new pg.Client({ connectionString: url })
+    await holder.connect()
+    onTestFinished(() => holder.end())
+    await holder.query('BEGIN; LOCK TABLE plants IN ROW EXCLUSIVE MODE')
+    const released = new Promise((resolve) => setTimeout(resolve, 2500)).then(() => holder.query('COMMIT'))
+
+    const started = performance.now()
+    const store = await openPostgresStore(url, { ...TEST_POSTGRES_OPTIONS, statementTimeoutMs: 300 })
+    onTestFinished(() => store.close())
+    await released
+
+    expect(performance.now() - started).toBeGreaterThan(2000)
+    expect((await client.query('SELECT max(version) AS version FROM plantstore_migrations')).rows[0]).toEqual({ version: 10 })
+    expect(JSON.parse((await store.list({ order: 'name', limit: 10 })).json)).toEqual([{ id: 1, name: 'Fern' }])
+  })
+
   it('starts and searches where the role may not create pg_trgm, saying once what was lost and what an administrator runs', async () => {
     const url = new URL(await createTestDatabase())
     const admin = new pg.Client({ connectionString: url.toString() })

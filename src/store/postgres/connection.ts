@@ -159,6 +159,9 @@ function submitted (queryable: pg.Pool | pg.ClientBase, query: pg.Query): Promis
   })
 }
 
+/** The longest time-out a timer takes (about 24.8 days): a client-side time-out that never ends a migration. */
+const UNBOUNDED_MS = 2 ** 31 - 1
+
 /**
  * Applies the migrations this database has not seen, each version in a transaction of its own (a
  * backfill in one per batch) under an advisory lock that other starting instances wait for, so that an
@@ -181,11 +184,15 @@ async function migrate (pool: pg.Pool, begin: string): Promise<void> {
   for (const migration of postgresMigrations) {
     if (migration.version <= applied) continue
     if ('sql' in migration) {
+      // A version's DDL (an index build on a large table, say) takes as long as it takes: neither the
+      // statement timeout of requests nor the client's time-out above it bounds it.
       await inTransaction(pool, async (client) => {
         if (migration.version <= await lockedVersion(client)) return
-        await client.query(migration.sql)
+        // (node-postgres reads a query's own query_timeout; its types do not list it.)
+        const unbounded: pg.QueryConfig & { query_timeout: number } = { text: migration.sql, query_timeout: UNBOUNDED_MS }
+        await client.query(unbounded)
         await record(client, migration.version, migration.name)
-      }, begin)
+      }, `${begin}; SET LOCAL statement_timeout = 0`)
       continue
     }
     const batch = (client: pg.PoolClient) => lockedVersion(client).then((current) => current >= migration.version ? 0 : migration.backfillBatch(client))
