@@ -6,6 +6,7 @@ import type { FailedAuthenticationLimit } from './failed-authentication-limit.js
 import { mayBeJwt, type JwtAccessTokens } from './jwt/jwt-access-tokens.js'
 import { grants } from './scope-sets.js'
 import type { Scope } from '../store/scopes.js'
+import { UNNAMED_WRITER } from '../store/change-log.js'
 import type { AccessTokenRegistry, TokenIdentity } from './token-registry.js'
 import { isB64Token } from './tokens.js'
 
@@ -14,6 +15,14 @@ declare module 'fastify' {
     /** The token that authenticated the request; null before authentication and on open routes. */
     accessToken: TokenIdentity | null
   }
+}
+
+/**
+ * Who a request's writes are recorded as made by in the change log: its token's name (`jwt:<sub>` for an
+ * identity provider's token). Every write route is guarded, so the fallback is never met there.
+ */
+export function writerOf (request: FastifyRequest): string {
+  return request.accessToken?.name ?? UNNAMED_WRITER
 }
 
 export interface BearerAuthenticationOptions {

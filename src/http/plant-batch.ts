@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify'
+import { writerOf } from '../auth/bearer.js'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { BatchRequest, BatchResults } from '../schemas/batch.js'
 import { ref } from '../schemas/kinds.js'
@@ -90,7 +91,7 @@ export async function plantBatchRoutes (app: FastifyInstance, options: PlantBatc
       const decided = decideBatch(planned, current)
       if ('failure' in decided) {
         if (!assumed) throw decided.failure
-      } else if ((await store.writePlan(decided.plan)).status === 'written') {
+      } else if ((await store.writePlan(decided.plan, writerOf(request))).status === 'written') {
         record.applied = true
         return sendJson(reply, resultsJson(decided.results))
       }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import { bearerAuth } from '../auth/bearer.js'
+import { bearerAuth, writerOf } from '../auth/bearer.js'
 import { perTokenRateLimit } from '../auth/rate-limit.js'
 import type { Scope } from '../store/scopes.js'
 import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed } from '../errors.js'
@@ -116,7 +116,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   }, async (request, reply) => {
     const { id, name, tag } = request.body
     const plant = plantRecord(BigInt(id), name, tag)
-    const outcome = await store.create(plant)
+    const outcome = await store.create(plant, writerOf(request))
     if (outcome.status === 'conflict') throw plantIdConflict(plant.id)
     // Created or replayed, the store holds this very name and tag: the document and the answer share its members.
     const members = plantMembersJson(plant.name, plant.tag)
@@ -240,7 +240,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   }, async (request, reply) => {
     const id = pathIdMatchingBody(request.params.id, request.body.id)
     const plant = plantRecord(id, request.body.name, request.body.tag)
-    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.put(plant, expected))
+    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.put(plant, expected, writerOf(request)))
     if (outcome.status === 'created') reply.code(201).header('location', `/plants/${id}`)
     return sendPlant(reply, outcome.plant)
   })
@@ -277,7 +277,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
         ...(body.name === undefined ? {} : { name: body.name }),
         ...(body.tag === undefined ? {} : { tag: body.tag })
       }
-      const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.patch(id, patch, expected))
+      const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.patch(id, patch, expected, writerOf(request)))
       if (outcome.status === 'not-found') throw plantNotFound(id)
       return sendPlant(reply, outcome.plant)
     })
@@ -305,7 +305,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
     }
   }, async (request, reply) => {
     const id = BigInt(request.params.id)
-    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.delete(id, expected))
+    const outcome = await writeIfPreconditionsHold(request, id, (expected) => store.delete(id, expected, writerOf(request)))
     if (outcome.status === 'not-found') throw plantNotFound(id)
     return reply.code(204).send()
   })

@@ -107,10 +107,10 @@ export class GroupCommit extends TurnBatch<WriteOperation, WriteOutcome> {
 /** A durable adapter's write operations: each one submitted to its group commit. */
 export function groupCommittedWrites (writes: GroupCommit): Pick<PlantStore, 'create' | 'put' | 'patch' | 'delete' | 'writePlan'> {
   return {
-    create: (plant) => writes.submit({ kind: 'create', plant }),
-    put: (plant, expected) => writes.submit({ kind: 'put', plant, expected }),
-    patch: (id, patch, expected) => writes.submit({ kind: 'patch', id, patch, expected }),
-    delete: (id, expected) => writes.submit({ kind: 'delete', id, expected }),
-    writePlan: (plan: WritePlan) => writes.submit({ kind: 'plan', plan })
+    create: (plant, by) => writes.submit({ kind: 'create', plant, by }),
+    put: (plant, expected, by) => writes.submit({ kind: 'put', plant, expected, by }),
+    patch: (id, patch, expected, by) => writes.submit({ kind: 'patch', id, patch, expected, by }),
+    delete: (id, expected, by) => writes.submit({ kind: 'delete', id, expected, by }),
+    writePlan: (plan: WritePlan, by) => writes.submit({ kind: 'plan', plan, by })
   }
 }

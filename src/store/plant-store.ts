@@ -6,6 +6,7 @@
  */
 import type { PlantJson } from './plant-document.js'
 import type { AccessTokenStore } from './access-token-store.js'
+import type { ChangeLog } from './change-log.js'
 import type { WebhookStore } from './webhook-store.js'
 import type { PlanOutcome, WritePlan } from './write-operations.js'
 
@@ -108,9 +109,11 @@ export interface PlantStore {
   readonly backend: 'memory' | 'sqlite' | 'postgres'
   /**
    * Creates the plant unless its id is taken. Resolves only once a created plant is durably committed.
-   * Rejects with StoreUnavailableError when the database cannot serve the request right now.
+   * Rejects with StoreUnavailableError when the database cannot serve the request right now. Every
+   * write records its change in the change log in its transaction, as made `by` whom (a token's name,
+   * `jwt:<sub>`, `cli`).
    */
-  create (plant: PlantRecord): Promise<CreateOutcome>
+  create (plant: PlantRecord, by?: string): Promise<CreateOutcome>
   /** The plant with this id as its JSON document, or undefined. */
   get (id: bigint): Promise<PlantJson | undefined>
   /**
@@ -127,21 +130,23 @@ export interface PlantStore {
    * Creates the plant or replaces the stored one with this id whole. Like every write below, it
    * resolves once durably committed, and only takes effect when `expected` (if given) still holds.
    */
-  put (plant: PlantRecord, expected?: Expectation): Promise<PutOutcome>
+  put (plant: PlantRecord, expected?: Expectation, by?: string): Promise<PutOutcome>
   /** Applies a merge patch to the stored plant. */
-  patch (id: bigint, patch: PlantPatchRecord, expected?: Expectation): Promise<PatchOutcome>
+  patch (id: bigint, patch: PlantPatchRecord, expected?: Expectation, by?: string): Promise<PatchOutcome>
   /** Deletes the plant. */
-  delete (id: bigint, expected?: Expectation): Promise<DeleteOutcome>
+  delete (id: bigint, expected?: Expectation, by?: string): Promise<DeleteOutcome>
   /**
    * Writes a plan of changes (a batch) in one transaction, durably, whole or not at all, and only while
    * every id it expects still holds what it expects (a compare-and-set of many plants); `stale` otherwise,
    * with nothing written.
    */
-  writePlan (plan: WritePlan): Promise<PlanOutcome>
+  writePlan (plan: WritePlan, by?: string): Promise<PlanOutcome>
   /** The access tokens kept in this store. */
   readonly tokens: AccessTokenStore
   /** Webhook subscriptions and the outbox the writes above fill. */
   readonly webhooks: WebhookStore
+  /** The changes the writes above record. */
+  readonly changes: ChangeLog
   /** Resolves when the database answers; rejects with StoreUnavailableError otherwise. */
   ping (): Promise<void>
   /**

@@ -8,8 +8,8 @@ import {
  * plan of many changes (a batch) that takes effect whole or not at all.
  */
 export type WriteOperation = CreateOperation | ChangeOperation | PlanOperation
-export interface CreateOperation { readonly kind: 'create', readonly plant: PlantRecord }
-export interface PlanOperation { readonly kind: 'plan', readonly plan: WritePlan }
+export interface CreateOperation { readonly kind: 'create', readonly plant: PlantRecord, readonly by?: string | undefined }
+export interface PlanOperation { readonly kind: 'plan', readonly plan: WritePlan, readonly by?: string | undefined }
 
 /**
  * Changes decided together (a batch of requests), written in one transaction only while every id of
@@ -31,10 +31,11 @@ export interface PlannedChange {
 
 /** A plan was written; or an id of it no longer held what was expected, and nothing was. */
 export type PlanOutcome = { readonly status: 'written' } | { readonly status: 'stale' }
+/** `by` on every write: who made it, recorded in its change (UNNAMED_WRITER when not given). */
 export type ChangeOperation =
-  | { readonly kind: 'put', readonly plant: PlantRecord, readonly expected?: Expectation | undefined }
-  | { readonly kind: 'patch', readonly id: bigint, readonly patch: PlantPatchRecord, readonly expected?: Expectation | undefined }
-  | { readonly kind: 'delete', readonly id: bigint, readonly expected?: Expectation | undefined }
+  | { readonly kind: 'put', readonly plant: PlantRecord, readonly expected?: Expectation | undefined, readonly by?: string | undefined }
+  | { readonly kind: 'patch', readonly id: bigint, readonly patch: PlantPatchRecord, readonly expected?: Expectation | undefined, readonly by?: string | undefined }
+  | { readonly kind: 'delete', readonly id: bigint, readonly expected?: Expectation | undefined, readonly by?: string | undefined }
 
 export type ChangeOutcome = PutOutcome | PatchOutcome | DeleteOutcome
 export type WriteOutcome = CreateOutcome | ChangeOutcome | PlanOutcome

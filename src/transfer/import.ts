@@ -1,4 +1,5 @@
 import { plantJson } from '../store/plant-document.js'
+import { COMMAND_LINE_WRITER } from '../store/change-log.js'
 import type { PlantRecord, PlantStore } from '../store/plant-store.js'
 import type { NdjsonLine } from './ndjson-lines.js'
 import { parsePlantLine } from './plant-line.js'
@@ -131,11 +132,11 @@ export async function importPlants (lines: AsyncIterable<NdjsonLine>, store: Pla
 type BatchLine = { readonly line: number } & ({ readonly plant: PlantRecord } | { readonly problem: string })
 
 async function writePlant (store: PlantStore, plant: PlantRecord, onConflict: ConflictPolicy): Promise<LineOutcome> {
-  const created = await store.create(plant)
+  const created = await store.create(plant, COMMAND_LINE_WRITER)
   if (created.status === 'created') return 'created'
   if (created.status === 'replayed') return 'unchanged'
   if (onConflict !== 'replace') return { conflict: conflictMessage(created.existing) }
-  const replaced = await store.put(plant, { plant: created.existing })
+  const replaced = await store.put(plant, { plant: created.existing }, COMMAND_LINE_WRITER)
   if (replaced.status === 'stale') return { conflict: `the plant with id ${plant.id} changed while it was being replaced; nothing changed` }
   return 'replaced'
 }

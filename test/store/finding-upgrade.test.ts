@@ -40,7 +40,7 @@ describe('A SQLite store of release 1.7.0', () => {
 
     const inspector = new Database(file, { readonly: true })
     onTestFinished(() => { inspector.close() })
-    expect(inspector.pragma('user_version', { simple: true })).toBe(10)
+    expect(inspector.pragma('user_version', { simple: true })).toBe(11)
     expect(inspector.prepare('SELECT count(*) FROM plants WHERE name_folded IS NULL').pluck().get()).toBe(0)
     expect(inspector.prepare('SELECT name_folded FROM plants WHERE id = 12001').pluck().get()).toBe('strasse 12001')
     expect(JSON.parse((await store.list({ q: 'STRASSE 1200', limit: 3 })).json)).toEqual([
@@ -149,7 +149,7 @@ describe('A PostgreSQL store of release 1.7.0', () => {
     onTestFinished(() => store.close())
 
     const { rows } = await client.query('SELECT max(version) AS version, count(*) FILTER (WHERE version >= 8) AS new FROM plantstore_migrations')
-    expect(rows[0]).toEqual({ version: 10, new: '3' })
+    expect(rows[0]).toEqual({ version: 11, new: '4' })
     expect((await client.query('SELECT count(*) FROM plants WHERE name_folded IS NULL')).rows[0]).toEqual({ count: '0' })
     expect(JSON.parse((await store.list({ q: 'STRASSE 1200', limit: 3 })).json)).toEqual([
       { id: 1200, name: 'Straße 1200', tag: 'even' }, { id: 12000, name: 'Straße 12000', tag: 'even' }, { id: 12001, name: 'Straße 12001' }
@@ -181,7 +181,7 @@ describe('A PostgreSQL store of release 1.7.0', () => {
     await released
 
     expect(performance.now() - started).toBeGreaterThan(2000)
-    expect((await client.query('SELECT max(version) AS version FROM plantstore_migrations')).rows[0]).toEqual({ version: 10 })
+    expect((await client.query('SELECT max(version) AS version FROM plantstore_migrations')).rows[0]).toEqual({ version: 11 })
     expect(JSON.parse((await store.list({ order: 'name', limit: 10 })).json)).toEqual([{ id: 1, name: 'Fern' }])
   })
 

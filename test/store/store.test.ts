@@ -38,7 +38,7 @@ describe('the SQLite adapter', () => {
     expect(reopened.pragma('journal_mode', { simple: true })).toBe('wal')
     expect(reopened.pragma('synchronous', { simple: true })).toBe(2n)
     expect(reopened.pragma('busy_timeout', { simple: true })).toBe(250n)
-    expect(reopened.pragma('user_version', { simple: true })).toBe(10n)
+    expect(reopened.pragma('user_version', { simple: true })).toBe(11n)
   })
 
   it('refuses a database whose schema is newer than the code', () => {
@@ -48,7 +48,7 @@ describe('the SQLite adapter', () => {
     future.close()
 
     expect(() => openSqliteStore(file)).toThrow(SchemaTooNewError)
-    expect(() => openSqliteStore(file)).toThrow('the database schema is at version 99, newer than this plantstore knows (10)')
+    expect(() => openSqliteStore(file)).toThrow('the database schema is at version 99, newer than this plantstore knows (11)')
   })
 
   it('reports a write lock held past busy_timeout as StoreUnavailableError', async () => {
@@ -85,10 +85,11 @@ describe('the PostgreSQL adapter', () => {
       { version: 7, name: 'an index of the due outbox rows of each webhook subscription' },
       { version: 8, name: 'the folded name a search matches' },
       { version: 9, name: 'the folded names of the plants stored before version 8' },
-      { version: 10, name: 'indexes for pages in name order' }
+      { version: 10, name: 'indexes for pages in name order' },
+      { version: 11, name: 'the change log' }
     ])
     await expect(openPostgresStore(url, TEST_POSTGRES_OPTIONS)).rejects.toThrow(
-      'the database schema is at version 99, newer than this plantstore knows (10)')
+      'the database schema is at version 99, newer than this plantstore knows (11)')
   })
 
   it('opens while the database is unreachable and reports StoreUnavailableError until it answers', async () => {

@@ -55,7 +55,7 @@ describe('Upgrading a database made by release 1.0.0', () => {
 
     const upgraded = new Database(file, { readonly: true })
     onTestFinished(() => { upgraded.close() })
-    expect(upgraded.pragma('user_version', { simple: true })).toBe(10)
+    expect(upgraded.pragma('user_version', { simple: true })).toBe(11)
     expect(upgraded.prepare("SELECT name FROM sqlite_master WHERE name = 'generated_access_token'").all()).toEqual([])
   })
 

@@ -7,6 +7,8 @@ import { decideChange, idOf, type ChangeOperation, type WriteResult } from '../w
 import { SortedIds } from './sorted-ids.js'
 import { memoryTokenStore } from './tokens.js'
 import { MemoryWebhookStore } from './webhooks.js'
+import { MemoryChangeLog } from './changes.js'
+import { UNNAMED_WRITER } from '../change-log.js'
 
 /** Keeps plants in memory: for tests and throwaway runs (`DATABASE_URL=memory:`); nothing survives a restart. */
 export function openMemoryStore (): PlantStore {
@@ -18,14 +20,17 @@ export function openMemoryStore (): PlantStore {
   const foldedNames = new Map<bigint, string>()
 
   const webhooks = new MemoryWebhookStore()
+  const changes = new MemoryChangeLog()
 
   /**
    * Makes `plant` (undefined: none) the plant stored in place of `current`, keeping the indexes in step,
-   * and records the change's event.
+   * and records the change and its event, made `by` whom.
    */
-  function replace (current: PlantRecord | undefined, plant: PlantRecord | undefined): void {
+  function replace (current: PlantRecord | undefined, plant: PlantRecord | undefined, by = UNNAMED_WRITER): void {
     if (current !== undefined && plant !== undefined && samePlant(current, plant)) return
+    if (current === undefined && plant === undefined) return
     webhooks.recordChange(current, plant)
+    changes.record([{ id: (plant ?? current as PlantRecord).id, tagBefore: current?.tag ?? null, created: current === undefined, after: plant, by }])
     const retagged = current?.tag !== plant?.tag || current === undefined || plant === undefined
     if (retagged && current?.tag !== undefined) {
       const tagged = idsByTag.get(current.tag) as SortedIds
@@ -71,16 +76,16 @@ export function openMemoryStore (): PlantStore {
   function change<Operation extends ChangeOperation> (operation: Operation): Promise<WriteResult<Operation>> {
     const current = plants.get(idOf(operation))
     const { outcome, after } = decideChange(operation, current)
-    replace(current, after)
+    replace(current, after, operation.by)
     return Promise.resolve(outcome as WriteResult<Operation>)
   }
 
   return {
     backend: 'memory',
-    async create (plant): Promise<CreateOutcome> {
+    async create (plant, by): Promise<CreateOutcome> {
       const existing = plants.get(plant.id)
       if (existing !== undefined) return outcomeOfMeeting(existing, plant)
-      replace(undefined, plant)
+      replace(undefined, plant, by)
       return { status: 'created', plant }
     },
     async get (id) {
@@ -115,22 +120,23 @@ export function openMemoryStore (): PlantStore {
       const accept = matcher(filter)
       return accept === undefined ? candidates.size : candidates.all().filter(accept).length
     },
-    put (plant, expected) {
-      return change({ kind: 'put', plant, expected })
+    put (plant, expected, by) {
+      return change({ kind: 'put', plant, expected, by })
     },
-    patch (id, patch, expected) {
-      return change({ kind: 'patch', id, patch, expected })
+    patch (id, patch, expected, by) {
+      return change({ kind: 'patch', id, patch, expected, by })
     },
-    delete (id, expected) {
-      return change({ kind: 'delete', id, expected })
+    delete (id, expected, by) {
+      return change({ kind: 'delete', id, expected, by })
     },
-    async writePlan (plan) {
+    async writePlan (plan, by) {
       for (const [id, expected] of plan.expected) if (!sameState(plants.get(id), expected)) return { status: 'stale' }
-      for (const { id, after } of plan.changes) replace(plants.get(id), after)
+      for (const { id, after } of plan.changes) replace(plants.get(id), after, by)
       return { status: 'written' }
     },
     tokens: memoryTokenStore(),
     webhooks,
+    changes,
     async ping () {},
     async checkWritable () {},
     // Writes apply at once, one by one: there are no batches to report.

@@ -173,6 +173,41 @@ export const postgresMigrations: ReadonlyArray<Migration<pg.PoolClient, Promise<
       CREATE INDEX IF NOT EXISTS plants_name_id ON plants (name COLLATE "C", id);
       CREATE INDEX IF NOT EXISTS plants_tag_name_id ON plants (tag, name COLLATE "C", id);
     `
+  },
+  {
+    version: 11,
+    name: 'the change log',
+    // One row per change. A write transaction takes its changes' numbers from change_log_head as its last
+    // statement and holds that row locked until it commits, so numbers are taken in commit order on every
+    // instance and a reader never sees a change while one with a smaller seq can still commit (write-batch.ts).
+    // type: 1 created, 2 updated, 3 deleted; name and tag are the plant after the change (no name: deleted);
+    // left_tag its tag before, only where that differs. committed_at is milliseconds since the epoch.
+    // change_log_pruned is a row of its own so that pruning never waits for the head's lock.
+    sql: `
+      CREATE TABLE plant_changes (
+        seq          BIGINT PRIMARY KEY,
+        plant_id     BIGINT NOT NULL,
+        type         SMALLINT NOT NULL,
+        name         TEXT,
+        tag          TEXT,
+        left_tag     TEXT,
+        committed_at BIGINT NOT NULL,
+        made_by      TEXT NOT NULL
+      );
+      CREATE INDEX plant_changes_plant ON plant_changes (plant_id, seq);
+      CREATE INDEX plant_changes_tag ON plant_changes (tag, seq) WHERE tag IS NOT NULL;
+      CREATE INDEX plant_changes_left_tag ON plant_changes (left_tag, seq) WHERE left_tag IS NOT NULL;
+      CREATE TABLE change_log_head (
+        singleton SMALLINT PRIMARY KEY CHECK (singleton = 1),
+        head      BIGINT NOT NULL
+      );
+      INSERT INTO change_log_head (singleton, head) VALUES (1, 0);
+      CREATE TABLE change_log_pruned (
+        singleton SMALLINT PRIMARY KEY CHECK (singleton = 1),
+        through   BIGINT NOT NULL
+      );
+      INSERT INTO change_log_pruned (singleton, through) VALUES (1, 0);
+    `
   }
 ]
 

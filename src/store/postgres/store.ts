@@ -6,6 +6,7 @@ import { postgresGroupCommit } from './write-batch.js'
 import { postgresTokenStore } from './tokens.js'
 import { TokenChangeListener } from './token-changes.js'
 import { postgresWebhookStore } from './webhooks.js'
+import { postgresChangeLog } from './changes.js'
 import { SearchUpkeep, type StoreLog } from './search-index.js'
 
 export interface PostgresOptions extends PostgresConnectionOptions {
@@ -42,6 +43,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     ...postgresPlantReads(connection, options.onReadBatch),
     tokens: postgresTokenStore(connection, tokenChanges),
     webhooks: postgresWebhookStore(connection),
+    changes: postgresChangeLog(connection),
     observe (observer) {
       writes.observer = observer
     },

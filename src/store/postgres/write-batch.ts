@@ -1,9 +1,10 @@
 import type pg from 'pg'
 import { GroupCommit, RUN_AGAIN } from '../group-commit.js'
 import {
-  changeTypeOf, decideChange, idOf, type ChangeOperation, type CreateOperation, type PlanOperation, type WriteOperation, type WriteOutcome
+  decideChange, idOf, type ChangeOperation, type CreateOperation, type PlanOperation, type WriteOperation, type WriteOutcome
 } from '../write-operations.js'
 import { deletedPlantBody, newEventId, type WebhookEventType } from '../webhook-store.js'
+import { changeTypeCode, leftTagOf, UNNAMED_WRITER, type PendingChange } from '../change-log.js'
 import { plantJson } from '../plant-document.js'
 import { foldName } from '../plant-names.js'
 import { outcomeOfMeeting, recordOfRow, samePlant, sameState, StoreUnavailableError, type PlantRecord, type PlantRow } from '../plant-store.js'
@@ -45,6 +46,24 @@ const INSERT_OUTBOX = {
          JOIN webhook_subscriptions s ON s.disabled_at IS NULL AND position(' ' || e.event_type || ' ' in ' ' || s.events || ' ') > 0
          ORDER BY e.n, s.id`
 }
+/**
+ * The batch's changes, numbered after the head, which the statement moves and keeps locked until the
+ * transaction ends: so changes are numbered in commit order across every instance (no reader can see a
+ * number while a smaller one may still commit), with no number skipped. It runs last, to hold the lock
+ * for the commit's round trip and no more, and its NOTIFY wakes the change streams of every instance.
+ */
+const RECORD_CHANGES = {
+  name: 'plantstore-record-changes',
+  text: `WITH head AS (UPDATE change_log_head SET head = head + $1 WHERE singleton = 1 RETURNING head),
+         recorded AS (
+           INSERT INTO plant_changes (seq, plant_id, type, name, tag, left_tag, committed_at, made_by)
+           SELECT head.head - $1 + c.n, c.plant_id, c.type, c.name, c.tag, c.left_tag, $2, c.made_by
+           FROM head, unnest($3::bigint[], $4::smallint[], $5::text[], $6::text[], $7::text[], $8::text[])
+             WITH ORDINALITY AS c (plant_id, type, name, tag, left_tag, made_by, n))
+         SELECT pg_notify('plantstore_changes', head::text) FROM head`
+}
+/** The channel of RECORD_CHANGES's NOTIFY; its payload is the new head. */
+export const CHANGES_CHANNEL = 'plantstore_changes'
 const MAX_BATCH_SIZE = 500
 
 type BatchResults = Map<WriteOperation, WriteOutcome | typeof RUN_AGAIN>
@@ -84,25 +103,36 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
   const results: BatchResults = new Map()
   const decided = await lockAndDecide(client, changes, plans, results)
   const firstCreateById = new Map<bigint, PlantRecord>()
-  for (const { plant } of creates) if (!firstCreateById.has(plant.id)) firstCreateById.set(plant.id, plant)
+  const createdBy = new Map<bigint, string>()
+  for (const { plant, by } of creates) {
+    if (firstCreateById.has(plant.id)) continue
+    firstCreateById.set(plant.id, plant)
+    createdBy.set(plant.id, by ?? UNNAMED_WRITER)
+  }
   const newRows = [...firstCreateById.values(), ...decided.toInsert]
   const { inserted, subscribed } = newRows.length === 0 ? { inserted: new Set<bigint>(), subscribed: false } : await insertPlants(client, newRows)
   // A change that meant to create a row a concurrent transaction inserted first settles in a later batch.
   for (const [id, change] of decided.inserting) if (!inserted.has(id)) results.set(change, RUN_AGAIN)
   await settleCreates(client, creates, firstCreateById, inserted, results)
-  const planEvents = await settlePlans(client, decided, inserted, results)
+  const planChanges = await settlePlans(client, decided, inserted, results)
   if (decided.toUpdate.length > 0) await client.query({ ...UPDATE_PLANTS, values: columnsOf(decided.toUpdate) })
   if (decided.toDelete.length > 0) await client.query({ ...DELETE_PLANTS, values: [decided.toDelete.map(String)] })
+  const byOf = (id: bigint) => decided.byOf.get(id) ?? UNNAMED_WRITER
+  const tagOf = (id: bigint) => decided.current.get(id)?.tag ?? null
+  const recorded: PendingChange[] = [
+    ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id))
+      .map((plant) => ({ id: plant.id, tagBefore: null, created: true, after: plant, by: createdBy.get(plant.id) ?? UNNAMED_WRITER })),
+    ...decided.toInsert.filter((plant) => inserted.has(plant.id) && !decided.planned.has(plant.id))
+      .map((plant) => ({ id: plant.id, tagBefore: null, created: true, after: plant, by: byOf(plant.id) })),
+    ...decided.toUpdate.filter((plant) => !decided.planned.has(plant.id))
+      .map((plant) => ({ id: plant.id, tagBefore: tagOf(plant.id), created: false, after: plant, by: byOf(plant.id) })),
+    ...decided.toDelete.filter((id) => !decided.planned.has(id))
+      .map((id) => ({ id, tagBefore: tagOf(id), created: false, after: undefined, by: byOf(id) })),
+    ...planChanges
+  ]
   // Every event's row came back from one of the two statements, so their flags cover all of them.
-  if (decided.subscribed || subscribed) {
-    await recordEvents(client, [
-      ...[...firstCreateById.values()].filter((plant) => inserted.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
-      ...decided.toInsert.filter((plant) => inserted.has(plant.id) && !decided.planned.has(plant.id)).map((plant) => plantEvent('plant.created', plant)),
-      ...decided.toUpdate.filter((plant) => !decided.planned.has(plant.id)).map((plant) => plantEvent('plant.updated', plant)),
-      ...decided.toDelete.filter((id) => !decided.planned.has(id)).map((id): PlantEvent => ({ type: 'plant.deleted', plantId: id, body: deletedPlantBody(id) })),
-      ...planEvents
-    ])
-  }
+  if (decided.subscribed || subscribed) await recordEvents(client, recorded)
+  if (recorded.length > 0) await recordChanges(client, recorded)
   return operations.map((operation) => {
     const result = results.get(operation)
     if (result === undefined) throw new Error('a write batch left an operation without a result')
@@ -113,6 +143,10 @@ async function writeBatch (client: pg.PoolClient, operations: readonly WriteOper
 interface DecidedChanges {
   /** Whether a subscription was enabled when the rows were locked (false when no row was). */
   readonly subscribed: boolean
+  /** The plants the locked rows held. */
+  readonly current: ReadonlyMap<bigint, PlantRecord>
+  /** Who made the change (not a plan's) of each id. */
+  readonly byOf: Map<bigint, string>
   readonly toInsert: PlantRecord[]
   readonly toUpdate: PlantRecord[]
   readonly toDelete: bigint[]
@@ -134,7 +168,9 @@ async function lockAndDecide (
   plans: readonly PlanOperation[],
   results: BatchResults
 ): Promise<DecidedChanges> {
-  const decided: DecidedChanges = { subscribed: false, toInsert: [], toUpdate: [], toDelete: [], inserting: new Map(), plans: new Map(), planned: new Set() }
+  const decided: DecidedChanges = {
+    subscribed: false, current: new Map(), byOf: new Map(), toInsert: [], toUpdate: [], toDelete: [], inserting: new Map(), plans: new Map(), planned: new Set()
+  }
   const ids = changes.map(idOf)
   const lockedIds = [...ids, ...plans.flatMap(({ plan }) => [...plan.expected.keys()])]
   if (lockedIds.length === 0) return decided
@@ -150,6 +186,7 @@ async function lockAndDecide (
     const before = current.get(id)
     const { outcome, after } = decideChange(change, before)
     results.set(change, outcome)
+    decided.byOf.set(id, change.by ?? UNNAMED_WRITER)
     if (before === undefined && after !== undefined) decided.inserting.set(id, change)
     write(id, before, after)
   })
@@ -168,35 +205,35 @@ async function lockAndDecide (
     }
     decided.plans.set(operation, inserts)
   }
-  return { ...decided, subscribed: locked.rows[0]?.subscribed === true }
+  return { ...decided, current, subscribed: locked.rows[0]?.subscribed === true }
 }
 
 /**
  * Each plan's result: written, or stale when a row it meant to insert was inserted first by a concurrent
  * transaction; then the rows it inserted are deleted again and its updates and deletes left out. The
- * events of the written plans, in the order of their changes.
+ * changes of the written plans, in their order.
  */
-async function settlePlans (client: pg.PoolClient, decided: DecidedChanges, inserted: ReadonlySet<bigint>, results: BatchResults): Promise<PlantEvent[]> {
-  const events: PlantEvent[] = []
+async function settlePlans (client: pg.PoolClient, decided: DecidedChanges, inserted: ReadonlySet<bigint>, results: BatchResults): Promise<PendingChange[]> {
+  const changes: PendingChange[] = []
   const undone = new Set<bigint>()
   for (const [operation, inserts] of decided.plans) {
     if (inserts.every((id) => inserted.has(id))) {
       results.set(operation, WRITTEN_PLAN)
-      for (const change of operation.plan.changes) {
-        const type = changeTypeOf(change)
-        events.push(change.after === undefined ? { type, plantId: change.id, body: deletedPlantBody(change.id) } : plantEvent(type, change.after))
+      const by = operation.by ?? UNNAMED_WRITER
+      for (const { id, before, after } of operation.plan.changes) {
+        changes.push({ id, tagBefore: before?.tag ?? null, created: before === undefined, after, by })
       }
       continue
     }
     results.set(operation, STALE_PLAN)
     for (const id of operation.plan.expected.keys()) undone.add(id)
   }
-  if (undone.size === 0) return events
+  if (undone.size === 0) return changes
   const insertedByUndone = [...undone].filter((id) => inserted.has(id))
   if (insertedByUndone.length > 0) await client.query({ ...DELETE_PLANTS, values: [insertedByUndone.map(String)] })
   removeWhere(decided.toUpdate, (plant) => undone.has(plant.id))
   removeWhere(decided.toDelete, (id) => undone.has(id))
-  return events
+  return changes
 }
 
 function removeWhere<T> (items: T[], remove: (item: T) => boolean): void {
@@ -244,21 +281,32 @@ function columnsOf (plants: readonly PlantRecord[]): [string[], string[], Array<
   ]
 }
 
-interface PlantEvent { readonly type: WebhookEventType, readonly plantId: bigint, readonly body: string }
-
-function plantEvent (type: WebhookEventType, plant: PlantRecord): PlantEvent {
-  return { type, plantId: plant.id, body: plantJson(plant.id, plant.name, plant.tag) }
-}
+const EVENT_TYPES: readonly WebhookEventType[] = ['plant.created', 'plant.updated', 'plant.deleted']
 
 /**
- * The outbox half of the transactional outbox: one row per event and enabled subscription that wants
+ * The outbox half of the transactional outbox: one row per change and enabled subscription that wants
  * it, in the batch's transaction, so the events commit exactly when their writes do. One statement.
  */
-async function recordEvents (client: pg.PoolClient, events: readonly PlantEvent[]): Promise<void> {
-  if (events.length === 0) return
+async function recordEvents (client: pg.PoolClient, changes: readonly PendingChange[]): Promise<void> {
+  if (changes.length === 0) return
   const now = Date.now()
   await client.query({
     ...INSERT_OUTBOX,
-    values: [events.map(newEventId), events.map((event) => event.type), events.map((event) => event.plantId.toString()), events.map((event) => event.body), now]
+    values: [
+      changes.map(newEventId), changes.map((change) => EVENT_TYPES[changeTypeCode(change) - 1]), changes.map((change) => change.id.toString()),
+      changes.map(({ id, after }) => after === undefined ? deletedPlantBody(id) : plantJson(id, after.name, after.tag)), now
+    ]
+  })
+}
+
+/** The change log half: the batch's changes, in order (RECORD_CHANGES). */
+async function recordChanges (client: pg.PoolClient, changes: readonly PendingChange[]): Promise<void> {
+  await client.query({
+    ...RECORD_CHANGES,
+    values: [
+      changes.length, Date.now(), changes.map((change) => change.id.toString()), changes.map(changeTypeCode),
+      changes.map((change) => change.after?.name ?? null), changes.map((change) => change.after?.tag ?? null), changes.map(leftTagOf),
+      changes.map((change) => change.by)
+    ]
   })
 }

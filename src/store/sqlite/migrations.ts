@@ -188,6 +188,37 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
         INSERT OR IGNORE INTO plant_search_pending (id, indexed) VALUES (old.id, old.name_folded);
       END;
     `
+  },
+  {
+    version: 11,
+    name: 'the change log',
+    // One row per change, numbered by seq in commit order: the writer gives each transaction's changes the
+    // numbers after change_log.head (one writer at a time holds the database, so this is commit order) and
+    // moves the head, which pruning never lowers. type: 1 created, 2 updated, 3 deleted; name and tag are
+    // the plant after the change (no name: deleted); left_tag its tag before, only where that differs, so
+    // that a tag's changes, the plants that left it included, are read from two partial indexes.
+    // committed_at is milliseconds since the epoch. pruned_through: every seq up to it is gone.
+    sql: `
+      CREATE TABLE plant_changes (
+        seq          INTEGER PRIMARY KEY,
+        plant_id     INTEGER NOT NULL,
+        type         INTEGER NOT NULL,
+        name         TEXT,
+        tag          TEXT,
+        left_tag     TEXT,
+        committed_at INTEGER NOT NULL,
+        made_by      TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX plant_changes_plant ON plant_changes (plant_id, seq);
+      CREATE INDEX plant_changes_tag ON plant_changes (tag, seq) WHERE tag IS NOT NULL;
+      CREATE INDEX plant_changes_left_tag ON plant_changes (left_tag, seq) WHERE left_tag IS NOT NULL;
+      CREATE TABLE change_log (
+        singleton      INTEGER PRIMARY KEY CHECK (singleton = 1),
+        head           INTEGER NOT NULL,
+        pruned_through INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO change_log (singleton, head, pruned_through) VALUES (1, 0, 0);
+    `
   }
 ]
 

@@ -4,6 +4,7 @@ import { DEFAULT_BUSY_TIMEOUT_MS, openSqliteDatabase, type SqliteConnectionOptio
 import { sqlitePlantReads } from './plants.js'
 import { sqliteTokenStore } from './tokens.js'
 import { sqliteWebhookStore } from './webhooks.js'
+import { sqliteChangeLog } from './changes.js'
 import { sqliteGroupCommit } from './write-batch.js'
 import { SqliteWriter } from './writer.js'
 import { SearchIndexUpkeep } from './search-upkeep.js'
@@ -62,6 +63,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     ...reads,
     tokens: sqliteTokenStore(db),
     webhooks: sqliteWebhookStore(db, writer),
+    changes: sqliteChangeLog(db, writer),
     observe (observer) {
       writes.observer = observer
     },

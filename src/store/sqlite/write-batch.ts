@@ -3,7 +3,8 @@ import { outcomeOfMeeting, recordOfRow, type PlantRecord } from '../plant-store.
 import type { WriteOperation, WriteOutcome } from '../write-operations.js'
 import { asUnavailable } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
-import { packCreates, type CreateEffects, type WriteEffect } from './writer-protocol.js'
+import { packCreates, type CreateEffects, type ThreadCreate, type WriteEffect } from './writer-protocol.js'
+import { UNNAMED_WRITER } from '../change-log.js'
 
 const MAX_BATCH_SIZE = 256
 
@@ -14,9 +15,11 @@ const MAX_BATCH_SIZE = 256
  */
 export function sqliteGroupCommit (writer: SqliteWriter, onBatchCommitted: ((size: number) => void) | undefined): GroupCommit {
   const commitBatch = async (operations: readonly WriteOperation[]) => {
-    const plants = onlyCreates(operations)
-    const packed = plants === undefined ? undefined : packCreates(plants)
-    if (plants !== undefined && packed !== undefined) return outcomesOfCreates(plants, await unlessFailed(writer.createAll(packed)))
+    const creates = onlyCreates(operations)
+    const packed = creates === undefined ? undefined : packCreates(creates)
+    if (creates !== undefined && packed !== undefined) {
+      return outcomesOfCreates(creates.map(({ plant }) => plant), await unlessFailed(writer.createAll(packed)))
+    }
     const effects = await unlessFailed(writer.write(operations))
     return operations.map((operation, index) => outcomeOf(operation, effects[index]))
   }
@@ -32,14 +35,14 @@ async function unlessFailed<Result> (answer: Promise<Result>): Promise<Result> {
   }
 }
 
-/** The plants of a batch of creates; undefined when the batch holds another write. */
-function onlyCreates (operations: readonly WriteOperation[]): PlantRecord[] | undefined {
-  const plants: PlantRecord[] = []
+/** The creates of a batch of creates only; undefined when the batch holds another write. */
+function onlyCreates (operations: readonly WriteOperation[]): ThreadCreate[] | undefined {
+  const creates: ThreadCreate[] = []
   for (const operation of operations) {
     if (operation.kind !== 'create') return undefined
-    plants.push(operation.plant)
+    creates.push({ plant: operation.plant, by: operation.by ?? UNNAMED_WRITER })
   }
-  return plants
+  return creates
 }
 
 function outcomesOfCreates (plants: readonly PlantRecord[], effects: CreateEffects): WriteOutcome[] {

@@ -5,6 +5,8 @@ import { foldName } from '../plant-names.js'
 import { recordOfRow, sameState, type PlantRecord, type PlantRow } from '../plant-store.js'
 import { decideChange, idOf, type ChangeOperation } from '../write-operations.js'
 import { deletedPlantBody, newEventId, subscribesTo, type WebhookEventType } from '../webhook-store.js'
+import { UNNAMED_WRITER } from '../change-log.js'
+import { changeRecorder } from './writer-changes.js'
 
 interface Subscriber { readonly id: string, readonly events: string }
 
@@ -26,8 +28,8 @@ export interface PlantWrites {
 /**
  * The plant writes on `db`. A change applies the rules of `decideChange` to its row here and reports
  * the outcome; a create reports the row it met, and the adapter on the main thread tells a replay from
- * a conflict. A write that changed a row records its event in the same transaction, one outbox row per
- * enabled subscription that wants it.
+ * a conflict. A write that changed a row records its change (writer-changes.ts) and its event, one
+ * outbox row per enabled subscription that wants it, in the same transaction.
  */
 export function plantWrites (db: SqliteDatabase): PlantWrites {
   const insert = db.prepare<[bigint, string, string | null, string]>(
@@ -42,6 +44,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
     'INSERT INTO webhook_outbox (subscription_id, event_id, event_type, plant_id, body, created_at, next_attempt_at) ' +
     'VALUES (?, ?, ?, ?, ?, ?, ?)')
 
+  const changes = changeRecorder(db)
   // The enabled subscriptions of the batch being written, read once per transaction.
   let subscribers: Subscriber[] = []
   const recordEvent = (type: WebhookEventType, id: bigint, body: string) => {
@@ -56,7 +59,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
 
   // Writes only what changed: an update that leaves the tag alone leaves the tag index alone too, and one
   // that leaves the name alone leaves the name indexes, the search index among them.
-  const store = (before: PlantRow | undefined, after: PlantRecord) => {
+  const store = (before: PlantRow | undefined, after: PlantRecord, by: string) => {
     const tag = after.tag ?? null
     const renamed = before === undefined || before.name !== after.name
     if (before === undefined) insert.run(after.id, after.name, tag, foldName(after.name))
@@ -65,25 +68,30 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
       else retag.run(tag, after.id)
     } else if (renamed) rename.run(after.name, foldName(after.name), after.id)
     else return
+    changes.record({ id: after.id, tagBefore: before?.tag ?? null, created: before === undefined, after, by })
     if (subscribers.length > 0) recordEvent(before === undefined ? 'plant.created' : 'plant.updated', after.id, plantJson(after.id, after.name, tag))
+  }
+
+  const removeRow = (before: PlantRow, by: string) => {
+    remove.run(before.id)
+    changes.record({ id: before.id, tagBefore: before.tag, created: false, after: undefined, by })
+    if (subscribers.length > 0) recordEvent('plant.deleted', before.id, deletedPlantBody(before.id))
   }
 
   const change = (operation: ChangeOperation): WriteEffect => {
     const id = idOf(operation)
     const before = select.get(id)
     const { outcome, after } = decideChange(operation, before === undefined ? undefined : recordOfRow(before))
-    if (outcome.status === 'deleted') {
-      remove.run(id)
-      if (subscribers.length > 0) recordEvent('plant.deleted', id, deletedPlantBody(id))
-    } else if (outcome.status !== 'stale' && after !== undefined) {
-      store(before, after)
-    }
+    const by = operation.by ?? UNNAMED_WRITER
+    if (outcome.status === 'deleted' && before !== undefined) removeRow(before, by)
+    else if (outcome.status !== 'stale' && after !== undefined) store(before, after, by)
     return { outcome }
   }
 
-  const create = (plant: PlantRecord): CreateEffect => {
+  const create = (plant: PlantRecord, by: string): CreateEffect => {
     const tag = plant.tag ?? null
     if (insert.run(plant.id, plant.name, tag, foldName(plant.name)).changes === 1) {
+      changes.record({ id: plant.id, tagBefore: null, created: true, after: plant, by })
       // (Without subscribers there is no event to record, nor a body to build for one.)
       if (subscribers.length > 0) recordEvent('plant.created', plant.id, plantJson(plant.id, plant.name, tag))
       return INSERTED
@@ -95,7 +103,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
    * A plan: its expectations checked against the rows, then its changes applied in order, each with its
    * events. Once checked, each row is what the plan says it is at every step, so none is read again.
    */
-  const writePlan = (plan: ThreadPlan): WriteEffect => {
+  const writePlan = (plan: ThreadPlan, by: string): WriteEffect => {
     const rows = new Map<bigint, PlantRow | undefined>()
     for (const [id, expected] of plan.expected) {
       const row = select.get(id)
@@ -103,12 +111,12 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
       rows.set(id, row)
     }
     for (const { id, after } of plan.changes) {
+      const before = rows.get(id)
       if (after === undefined) {
-        remove.run(id)
-        if (subscribers.length > 0) recordEvent('plant.deleted', id, deletedPlantBody(id))
+        if (before !== undefined) removeRow(before, by)
         rows.set(id, undefined)
       } else {
-        store(rows.get(id), after)
+        store(before, after, by)
         rows.set(id, { id, name: after.name, tag: after.tag ?? null })
       }
     }
@@ -117,21 +125,25 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
 
   const write = db.transaction((operations: readonly ThreadWriteOperation[]) => {
     subscribers = subscriptions.all()
-    return operations.map((operation) => {
+    changes.begin()
+    const effects = operations.map((operation) => {
       switch (operation.kind) {
-        case 'create': return create(operation.plant)
-        case 'plan': return writePlan(operation.plan)
-        case 'packed-plan': return writePlan(unpackPlan(operation.packed))
+        case 'create': return create(operation.plant, operation.by ?? UNNAMED_WRITER)
+        case 'plan': return writePlan(operation.plan, operation.by ?? UNNAMED_WRITER)
+        case 'packed-plan': return writePlan(unpackPlan(operation.packed), operation.by)
         default: return change(operation)
       }
     })
+    changes.finish()
+    return effects
   })
-  const createAll = db.transaction((plants: readonly PlantRecord[]): CreateEffects => {
+  const createAll = db.transaction((creates: ReadonlyArray<{ readonly plant: PlantRecord, readonly by: string }>): CreateEffects => {
     subscribers = subscriptions.all()
+    changes.begin()
     let inserted = ''
     const met: Array<PlantRow | undefined> = []
-    for (const plant of plants) {
-      const effect = create(plant)
+    for (const { plant, by } of creates) {
+      const effect = create(plant, by)
       if (effect.inserted) {
         inserted += '1'
       } else {
@@ -139,6 +151,7 @@ export function plantWrites (db: SqliteDatabase): PlantWrites {
         met.push(effect.existing)
       }
     }
+    changes.finish()
     return { inserted, met }
   })
   return {

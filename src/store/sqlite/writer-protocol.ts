@@ -78,7 +78,7 @@ export interface WriteRequest {
 
 /** A write as it crosses to the thread: a plan packed by `packPlan` when it can be. */
 export type ThreadWriteOperation = CreateOperation | ChangeOperation | PlanOperation | PackedPlanOperation
-export interface PackedPlanOperation { readonly kind: 'packed-plan', readonly packed: string }
+export interface PackedPlanOperation { readonly kind: 'packed-plan', readonly packed: string, readonly by: string }
 
 /** A plan as the writer thread applies it: the plants expected, and each change's id and plant after it. */
 export interface ThreadPlan {
@@ -103,29 +103,33 @@ export interface CreateEffects {
   readonly met: ReadonlyArray<PlantRow | undefined>
 }
 
+/** A create as the writer thread runs it: the plant, and who it is recorded as made by. */
+export interface ThreadCreate { readonly plant: PlantRecord, readonly by: string }
+
 /**
- * The fields of the plants, each id, name and tag (`-` for none, `+` and the tag for one), separated by
- * U+0000; undefined when a name or tag holds U+0000 itself (the field rules refuse it, so the HTTP API
- * never sends one), for the general `WriteRequest`.
+ * The fields of the creates, each plant's id, name and tag (`-` for none, `+` and the tag for one) and
+ * who made it, separated by U+0000; undefined when a name, tag or writer's name holds U+0000 itself (the
+ * field rules refuse it, so the HTTP API never sends one), for the general `WriteRequest`.
  */
-export function packCreates (plants: readonly PlantRecord[]): string | undefined {
+export function packCreates (creates: readonly ThreadCreate[]): string | undefined {
   let packed = ''
-  for (const { id, name, tag } of plants) {
-    if (name.includes('\0') || tag?.includes('\0') === true) return undefined
-    packed += `${packed === '' ? '' : '\0'}${id}\0${name}\0${tag === undefined ? '-' : `+${tag}`}`
+  for (const { plant: { id, name, tag }, by } of creates) {
+    if (name.includes('\0') || tag?.includes('\0') === true || by.includes('\0')) return undefined
+    packed += `${packed === '' ? '' : '\0'}${id}\0${name}\0${tag === undefined ? '-' : `+${tag}`}\0${by}`
   }
   return packed
 }
 
-/** The plants `packCreates` packed. */
-export function unpackCreates (packed: string): PlantRecord[] {
+/** The creates `packCreates` packed. */
+export function unpackCreates (packed: string): ThreadCreate[] {
   const fields = packed.split('\0')
-  const plants: PlantRecord[] = []
-  for (let index = 0; index + 2 < fields.length; index += 3) {
+  const creates: ThreadCreate[] = []
+  for (let index = 0; index + 3 < fields.length; index += 4) {
     const tag = fields[index + 2] as string
-    plants.push(plantRecord(BigInt(fields[index] as string), fields[index + 1] as string, tag === '-' ? undefined : tag.slice(1)))
+    const plant = plantRecord(BigInt(fields[index] as string), fields[index + 1] as string, tag === '-' ? undefined : tag.slice(1))
+    creates.push({ plant, by: fields[index + 3] as string })
   }
-  return plants
+  return creates
 }
 
 /**
@@ -165,13 +169,18 @@ export function unpackPlan (packed: string): ThreadPlan {
   return { expected, changes }
 }
 
+/** Prunes one chunk of expired changes (writer-changes.ts); the thread answers how many it deleted. */
+export interface PruneChangesRequest {
+  readonly pruneChanges: { readonly before: number, readonly limit: number }
+}
+
 /** Moves the plants the writes noted into the search index (search-index.ts); the thread answers how many. */
 export const INDEX_SEARCH = 'index search'
 
 /** The last message: the writer closes its connection and its thread ends. */
 export const CLOSE = 'close'
 
-export type WriterMessage = WriteRequest | CreatesRequest | WebhookRequest | typeof INDEX_SEARCH | typeof CLOSE
+export type WriterMessage = WriteRequest | CreatesRequest | PruneChangesRequest | WebhookRequest | typeof INDEX_SEARCH | typeof CLOSE
 
 /** The answer to each request, in the order of the requests (the thread handles one message at a time). */
 export type WriterReply =

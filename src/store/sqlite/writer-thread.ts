@@ -8,6 +8,7 @@ import { openWriterConnection } from './connection.js'
 import { plantWrites } from './writer-plants.js'
 import { webhookWrites } from './writer-webhooks.js'
 import { searchIndexing } from './search-index.js'
+import { changePruning } from './writer-changes.js'
 import {
   CLOSE, INDEX_SEARCH, type WebhookCommand, type WebhookRequest, type WriterMessage, type WriterReply, type WriterThreadData
 } from './writer-protocol.js'
@@ -20,6 +21,7 @@ const db = openWriterConnection(file, busyTimeoutMs)
 const plants = plantWrites(db)
 const webhooks = webhookWrites(db)
 const search = searchIndexing(db)
+const pruneChanges = changePruning(db)
 
 function runCommand<Command extends WebhookCommand> (request: WebhookRequest<Command>) {
   return webhooks[request.command](request.argument)
@@ -41,7 +43,9 @@ port.on('message', (message: WriterMessage) => {
       ? search.indexPending()
       : 'creates' in message
         ? plants.createAll(message.creates)
-        : 'operations' in message ? plants.write(message.operations) : runCommand(message)
+        : 'operations' in message
+          ? plants.write(message.operations)
+          : 'pruneChanges' in message ? pruneChanges(message.pruneChanges) : runCommand(message)
     port.postMessage({ result } satisfies WriterReply)
   } catch (error) {
     port.postMessage({ error: errorOf(error) } satisfies WriterReply)

@@ -4,6 +4,7 @@ import {
   type WriterThreadData
 } from './writer-protocol.js'
 import type { WriteOperation } from '../write-operations.js'
+import { UNNAMED_WRITER } from '../change-log.js'
 
 export class SqliteWriteError extends Error {
   constructor (readonly code: string | undefined, message: string) {
@@ -16,7 +17,7 @@ export class SqliteWriteError extends Error {
 function crossingForm (operation: WriteOperation): ThreadWriteOperation {
   if (operation.kind !== 'plan') return operation
   const packed = packPlan(operation.plan)
-  return packed === undefined ? operation : { kind: 'packed-plan', packed }
+  return packed === undefined ? operation : { kind: 'packed-plan', packed, by: operation.by ?? UNNAMED_WRITER }
 }
 
 /** The code of the error of every request a writer thread owed when it exited or failed. */
@@ -55,6 +56,11 @@ export class SqliteWriter {
   /** Commits one batch of creates (`packCreates`); at most one batch is in flight. */
   createAll (packed: string): Promise<CreateEffects> {
     return this.send({ creates: packed })
+  }
+
+  /** Deletes one chunk of the changes committed before `before` (writer-changes.ts); how many it deleted. */
+  pruneChanges (before: number, limit: number): Promise<number> {
+    return this.send({ pruneChanges: { before, limit } })
   }
 
   /** Indexes the plants the writes noted for the search index; how many it indexed. */

@@ -7,21 +7,23 @@ import type { WritePlan } from '../../../src/store/write-operations.js'
 import { temporaryFolder } from '../../helpers/app.js'
 
 describe('the packed batch of creates sent to the SQLite writer thread', () => {
-  it('given plants with and without tags, unpacks to the same plants', () => {
+  it('given plants with and without tags, made by several writers, unpacks to the same plants and writers', () => {
     const plants: PlantRecord[] = [
       { id: 1n, name: 'Fern' },
       { id: -9223372036854775808n, name: 'Ivy', tag: '' },
       { id: 9223372036854775807n, name: '+-\u0001 "quoted" \\ 🌵', tag: '-' },
       { id: 7n, name: 'Rose', tag: '+red' }
     ]
-    const packed = packCreates(plants)
+    const creates = plants.map((plant, index) => ({ plant, by: ['ci', 'jwt:user|1', '', 'cli'][index] as string }))
+    const packed = packCreates(creates)
     expect(packed).toBeTypeOf('string')
-    expect(unpackCreates(packed as string)).toEqual(plants)
+    expect(unpackCreates(packed as string)).toEqual(creates)
   })
 
-  it('given a name or a tag holding U+0000, is not packed', () => {
-    expect(packCreates([{ id: 1n, name: 'a\u0000b' }])).toBeUndefined()
-    expect(packCreates([{ id: 1n, name: 'a', tag: '\u0000' }])).toBeUndefined()
+  it('given a name, a tag or a writer holding U+0000, is not packed', () => {
+    expect(packCreates([{ plant: { id: 1n, name: 'a\u0000b' }, by: 'ci' }])).toBeUndefined()
+    expect(packCreates([{ plant: { id: 1n, name: 'a', tag: '\u0000' }, by: 'ci' }])).toBeUndefined()
+    expect(packCreates([{ plant: { id: 1n, name: 'a' }, by: 'c\u0000i' }])).toBeUndefined()
   })
 
   it('given a plan that creates, changes, deletes and expects plants absent, unpacks to its expectations and its changes in order', () => {

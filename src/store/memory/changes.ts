@@ -1,0 +1,82 @@
+import {
+  CHANGE_TYPES, changeTypeCode, leftTagOf, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeLogExtent, type ChangeRecord,
+  type HistoryRequest, type PendingChange
+} from '../change-log.js'
+
+interface KeptChange {
+  readonly change: ChangeRecord
+  readonly leftTag: string | null
+}
+
+/** The memory store's change log: an array in `seq` order, pruned from its start. */
+export class MemoryChangeLog implements ChangeLog {
+  private kept: KeptChange[] = []
+  private lastSeq = 0n
+  private prunedThrough = 0n
+
+  /** Records a write's changes; the memory store applies each write at once, so each is its own commit. */
+  record (changes: readonly PendingChange[]): void {
+    const at = Date.now()
+    for (const pending of changes) {
+      const type = CHANGE_TYPES[changeTypeCode(pending) - 1] as ChangeRecord['type']
+      const seq = ++this.lastSeq
+      const change: ChangeRecord = pending.after === undefined
+        ? { seq, type, id: pending.id, at, by: pending.by }
+        : { seq, type, id: pending.id, plant: pending.after, at, by: pending.by }
+      this.kept.push({ change, leftTag: leftTagOf(pending) })
+    }
+  }
+
+  async head (): Promise<bigint> {
+    return this.lastSeq
+  }
+
+  async read (request: ChangeFeedRequest): Promise<ChangeFeedPage> {
+    if (request.after < this.prunedThrough) return { status: 'expired' }
+    const start = this.indexAfter(request.after)
+    const first = this.kept[start]
+    if (first !== undefined && first.change.at < request.keptSince) return { status: 'expired' }
+    const changes: ChangeRecord[] = []
+    for (let index = start; index < this.kept.length && changes.length < request.limit; index++) {
+      const { change, leftTag } = this.kept[index] as KeptChange
+      if (request.types !== undefined && !request.types.includes(change.type)) continue
+      if (request.tag !== undefined && change.plant?.tag !== request.tag && leftTag !== request.tag) continue
+      changes.push(change)
+    }
+    return { status: 'page', changes }
+  }
+
+  async history ({ id, before, limit }: HistoryRequest): Promise<readonly ChangeRecord[]> {
+    const changes: ChangeRecord[] = []
+    for (let index = this.kept.length - 1; index >= 0 && changes.length < limit; index--) {
+      const { change } = this.kept[index] as KeptChange
+      if (change.id === id && (before === undefined || change.seq < before)) changes.push(change)
+    }
+    return changes
+  }
+
+  async prune (before: number, limit: number): Promise<number> {
+    let count = 0
+    while (count < limit && count < this.kept.length && (this.kept[count] as KeptChange).change.at < before) count++
+    if (count === 0) return 0
+    this.prunedThrough = (this.kept[count - 1] as KeptChange).change.seq
+    this.kept = this.kept.slice(count)
+    return count
+  }
+
+  async extent (): Promise<ChangeLogExtent> {
+    return { head: this.lastSeq, kept: this.kept.length, oldestSeq: this.kept[0]?.change.seq }
+  }
+
+  /** The index of the first kept change with a `seq` above `after` (binary search: `seq` ascends). */
+  private indexAfter (after: bigint): number {
+    let low = 0
+    let high = this.kept.length
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if ((this.kept[middle] as KeptChange).change.seq <= after) low = middle + 1
+      else high = middle
+    }
+    return low
+  }
+}
