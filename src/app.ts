@@ -4,7 +4,7 @@ import { bearerAuthentication } from './auth/bearer.js'
 import { FailedAuthenticationLimit } from './auth/failed-authentication-limit.js'
 import type { JwtAccessTokens } from './auth/jwt/jwt-access-tokens.js'
 import type { AccessTokenRegistry } from './auth/token-registry.js'
-import { DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './config.js'
+import { DEFAULT_CHANGES_CONFIG, DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './config.js'
 import { shuttingDown } from './errors.js'
 import { adminRoutes } from './http/admin/routes.js'
 import { docsRoutes, openApiDocument } from './http/docs.js'
@@ -24,6 +24,8 @@ import { plantsRoutes } from './http/plants.js'
 import { sendError } from './http/send-error.js'
 import { turnBatchedHandlers } from './http/turn-batched-handlers.js'
 import { validation } from './http/validation.js'
+import { ChangeStreams } from './http/change-streams.js'
+import { ChangeRetention } from './store/change-retention.js'
 import { httpMetrics } from './telemetry/http-metrics.js'
 import { measuredStore, ServiceMetrics } from './telemetry/metrics.js'
 import { bothStoreObservers } from './telemetry/store-observers.js'
@@ -48,7 +50,7 @@ export const DEFAULT_BATCH_BODY_LIMIT = 1024 * 1024
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'batchBodyLimit' | 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
+  Partial<Pick<Config, 'batchBodyLimit' | 'changes' | 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
     readonly timeouts?: ServerTimeouts
     /** DEFAULT_WEBHOOK_CONFIG when absent; `pollMs` is how often an idle dispatcher looks for due events. */
     readonly webhooks?: WebhookConfig & { readonly pollMs?: number }
@@ -160,8 +162,21 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   await app.register(validation)
   await app.register(openApiDocument, { version: SERVICE_VERSION, jwt: jwtAccessTokens?.settings })
 
+  const changesConfig = config.changes ?? DEFAULT_CHANGES_CONFIG
+  const changeStreams = new ChangeStreams({
+    changes: store.changes,
+    retentionMs: changesConfig.retentionMs,
+    max: changesConfig.streamsMax,
+    logger: app.log,
+    observer: metrics?.changeStreamObserver
+  })
+  const retention = new ChangeRetention(store.changes, changesConfig.retentionMs, app.log)
   let closing = false
-  app.addHook('preClose', async () => { closing = true })
+  app.addHook('preClose', async () => {
+    closing = true
+    // A graceful stop never waits for streams: they end now, and their clients resume elsewhere.
+    changeStreams.closeAll()
+  })
   app.addHook('onRequest', (request, reply, done) => {
     if (closing) {
       sendError(reply, shuttingDown(request.id))
@@ -183,6 +198,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   dispatcher.tracer = tracing?.deliveryTracer
   app.addHook('onClose', async () => {
     await dispatcher.stop()
+    await retention.stop()
     // Every span has ended now: requests were answered before onClose, deliveries ended with the dispatcher.
     await tracing?.shutdown()
     await accessTokens.stopWatching()
@@ -209,7 +225,8 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     prefix: '/plants',
     store,
     rateLimitPerMinute: config.rateLimitPerMinute ?? 0,
-    batchBodyLimit: config.batchBodyLimit ?? DEFAULT_BATCH_BODY_LIMIT
+    batchBodyLimit: config.batchBodyLimit ?? DEFAULT_BATCH_BODY_LIMIT,
+    changes: { store, streams: changeStreams, accessTokens, retentionMs: changesConfig.retentionMs, streamsMax: changesConfig.streamsMax }
   })
   await app.register(adminRoutes, {
     prefix: '/admin',
@@ -231,5 +248,6 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   }
   await app.ready()
   if (webhookConfig.deliver) dispatcher.start()
+  retention.start()
   return app
 }

@@ -5,7 +5,7 @@ import { parseTokenList, type ConfiguredToken } from './auth/tokens.js'
 import { isPostgresUrl } from './store/open-store.js'
 import { DATABASE_POOLING_MODES, type DatabasePooling } from './store/postgres/pooling.js'
 import { secretsKeyOf } from './webhooks/secrets.js'
-import { booleanVariable, ConfigError, integerVariable, valueOf, type Env } from './config-variables.js'
+import { booleanVariable, ConfigError, durationVariable, integerVariable, valueOf, type Env } from './config-variables.js'
 
 export { ConfigError } from './config-variables.js'
 
@@ -58,7 +58,17 @@ export interface Config {
   readonly corsOrigins: '*' | readonly string[]
   /** Fastify's `trustProxy`: whom to believe about the client's address and protocol (`X-Forwarded-*`). */
   readonly trustProxy: boolean | string
+  readonly changes: ChangesConfig
 }
+
+export interface ChangesConfig {
+  /** CHANGES_RETENTION: how long a change is kept and served. */
+  readonly retentionMs: number
+  /** CHANGES_STREAMS_MAX: the most change streams open at once on one instance. */
+  readonly streamsMax: number
+}
+
+export const DEFAULT_CHANGES_CONFIG: ChangesConfig = Object.freeze({ retentionMs: 30 * 24 * 3600_000, streamsMax: 1000 })
 
 export interface WebhookConfig {
   /**
@@ -167,7 +177,11 @@ export function loadConfig (env: Env = process.env, stdoutIsTty = process.stdout
     // Judged only when spans go out: with tracing off the OTEL_* variables may hold anything.
     otlpProtocol: tracing ? read(() => otlpProtocolVariable(env), 'http/protobuf') : 'http/protobuf',
     corsOrigins: Object.freeze(read(() => corsOriginsVariable(env), [])),
-    trustProxy: read(() => trustProxyVariable(env), false)
+    trustProxy: read(() => trustProxyVariable(env), false),
+    changes: Object.freeze({
+      retentionMs: read(() => durationVariable(env, 'CHANGES_RETENTION', DEFAULT_CHANGES_CONFIG.retentionMs), 0),
+      streamsMax: read(() => integerVariable(env, 'CHANGES_STREAMS_MAX', DEFAULT_CHANGES_CONFIG.streamsMax, 0, 100_000), 0)
+    })
   })
   if (config.metricsPort !== 0 && config.metricsPort === config.port) {
     errors.push(new ConfigError('METRICS_PORT', `must differ from PORT (${config.port}): /metrics has a listener of its own; 0 turns it off`))

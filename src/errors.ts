@@ -101,6 +101,12 @@ export const environmentTokenNotRevocable = (name: string) =>
     `the access token "${name}" comes from the environment and cannot be revoked over HTTP: remove it from ` +
     'the token file and send SIGHUP, or from PLANTSTORE_TOKENS and restart')
 
+// 410 -------------------------------------------------------------------------------------------
+
+export const changesExpired = (after: bigint) =>
+  new PlantstoreError(410, `changes after seq ${after} are no longer kept (CHANGES_RETENTION): read the plants again ` +
+    '(GET /plants/changes/head, then the plants, then the changes after that head)')
+
 // 412 -------------------------------------------------------------------------------------------
 
 export const preconditionFailed = (id: bigint, exists: boolean) =>
@@ -158,6 +164,10 @@ export const overloaded = (requestId: string) =>
 export const batchKeptChanging = (attempts: number, requestId: string) =>
   new PlantstoreError(503, `the batch's plants were changed by other writes each of the ${attempts} times it was decided; nothing was applied, retry later; request id ${requestId}`,
     { 'retry-after': RETRY_AFTER_SECONDS })
+
+export const tooManyChangeStreams = (max: number) =>
+  new PlantstoreError(503, `this instance has ${max} change streams open, its most (CHANGES_STREAMS_MAX); retry later or poll GET /plants/changes`,
+    { 'retry-after': '5' })
 
 export const shuttingDown = (requestId: string) =>
   new PlantstoreError(503, `the service is shutting down, retry later; request id ${requestId}`,

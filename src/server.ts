@@ -13,6 +13,11 @@ import { startTracing } from './telemetry/tracing.js'
 
 /** How long a graceful stop may take before the process gives up on in-flight work. */
 const SHUTDOWN_DEADLINE_MS = 8_000
+/**
+ * Connections still open this long into a graceful stop are cut: a client that holds a half-sent request
+ * (or does not read its answer) would otherwise keep the listener, and so the store, from closing in time.
+ */
+const DRAIN_MS = 5_000
 /** While the database cannot be reached at start, it is tried again this often, and the wait is logged this often. */
 const DATABASE_RETRY_MS = 1_000
 const DATABASE_WAIT_LOG_MS = 30_000
@@ -183,6 +188,10 @@ function stopGracefullyOnSignals (app: FastifyInstance, metricsListener: () => M
       processLog.error({ signal }, `graceful stop took longer than ${SHUTDOWN_DEADLINE_MS / 1000} s; exiting`)
       process.exit(1)
     }, SHUTDOWN_DEADLINE_MS).unref()
+    setTimeout(() => {
+      app.log.warn({ signal }, `connections still open after ${DRAIN_MS / 1000} s of stopping are closed`)
+      app.server.closeAllConnections()
+    }, DRAIN_MS).unref()
     app.close().then(
       () => {
         process.exitCode = 0

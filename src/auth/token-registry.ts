@@ -71,6 +71,7 @@ export class AccessTokenRegistry {
   #stored: readonly VerifiableAccessToken[] = []
   #byDigest = new Map<string, { readonly identity: TokenIdentity, readonly digest: Buffer }>()
   #remembered = new Map<string, TokenIdentity>()
+  #byId = new Map<string, TokenIdentity>()
   #revision: string | undefined
   #reads: Promise<void> = Promise.resolve()
   #pollTimer: NodeJS.Timeout | undefined
@@ -93,6 +94,15 @@ export class AccessTokenRegistry {
       this.#remembered.set(token, identity)
     }
     return identity.expiresAtMs === Infinity || identity.expiresAtMs > Date.now() ? identity : undefined
+  }
+
+  /**
+   * Whether this service token (not a JWT's identity) is still accepted: not revoked, not expired. A
+   * change stream asks it again and again while it is open.
+   */
+  accepts (identity: TokenIdentity): boolean {
+    const current = this.#byId.get(identity.id)
+    return current !== undefined && (current.expiresAtMs === Infinity || current.expiresAtMs > Date.now())
   }
 
   /** Whether any token is configured in the environment. */
@@ -240,6 +250,7 @@ export class AccessTokenRegistry {
   /** Rebuilds the lookup from both sources, and forgets every remembered token (one may be revoked). */
   #index (): void {
     const byDigest = new Map<string, { identity: TokenIdentity, digest: Buffer }>()
+    const byId = new Map<string, TokenIdentity>()
     const add = (token: AccessTokenRecord, digest: Buffer) => {
       const identity: TokenIdentity = {
         id: token.id,
@@ -248,11 +259,13 @@ export class AccessTokenRegistry {
         expiresAtMs: token.expiresAt?.getTime() ?? Infinity
       }
       byDigest.set(digest.toString('latin1'), { identity, digest })
+      byId.set(identity.id, identity)
     }
     for (const token of this.#stored) add(token, token.digest)
     // An environment entry wins over a stored token with the same digest.
     for (const { token, digest } of this.#environment) add(token, digest)
     this.#byDigest = byDigest
+    this.#byId = byId
     this.#remembered = new Map()
   }
 }

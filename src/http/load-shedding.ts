@@ -25,6 +25,16 @@ export interface LoadSheddingOptions {
   readonly metrics?: SheddingObserver | undefined
 }
 
+const releases = new WeakMap<FastifyRequest, () => void>()
+
+/**
+ * Stops counting the request as in flight: a change stream, open for as long as its client follows, is
+ * not load (CHANGES_STREAMS_MAX bounds the streams).
+ */
+export function leaveInFlight (request: FastifyRequest): void {
+  releases.get(request)?.()
+}
+
 /** Liveness, whatever query string it carries. (From the URL: `request.routeOptions` builds an object per call.) */
 const isLiveness = (request: FastifyRequest) => request.url.startsWith('/healthz') &&
   (request.url.length === 8 || request.url.charCodeAt(8) === 0x3f)
@@ -62,6 +72,7 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
       }
       reply.raw.on('close', release)
       request.raw.on('close', release)
+      releases.set(request, () => { release.call(reply.raw) })
       done()
     })
   }

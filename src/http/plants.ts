@@ -13,6 +13,7 @@ import { bearerSecurity } from './docs.js'
 import { entityTagOf, matchesStrongly } from './entity-tags.js'
 import { preconditionsOf } from './preconditions.js'
 import { plantBatchRoutes } from './plant-batch.js'
+import { changesRoutes, type ChangesRoutesOptions } from './changes.js'
 import { acceptJsonBodiesAs, MERGE_PATCH_MEDIA_TYPE } from './json-body.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { listingOf, nextPageLink, readListing } from './plant-listing.js'
@@ -24,6 +25,7 @@ export interface PlantsRoutesOptions {
   readonly rateLimitPerMinute: number
   /** BATCH_BODY_LIMIT. */
   readonly batchBodyLimit: number
+  readonly changes: ChangesRoutesOptions
 }
 
 /** Reads need `plants:read`, writes `plants:write`; any other method gets its 405 with any valid token. */
@@ -65,6 +67,7 @@ export async function plantsRoutes (app: FastifyInstance, options: PlantsRoutesO
   await app.register(perTokenRateLimit, { perMinute: options.rateLimitPerMinute })
   app.setNotFoundHandler(answerUnmatched)
   await app.register(plantBatchRoutes, { store, bodyLimit: options.batchBodyLimit })
+  await app.register(changesRoutes, options.changes)
   const plants = app.withTypeProvider<TypeBoxTypeProvider>()
 
   /**

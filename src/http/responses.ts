@@ -38,6 +38,12 @@ export const errorResponses = {
   412: errorResponse(412, 'If-Match names no ETag the plant has now (or the plant does not exist), or If-None-Match ' +
     'matches it (`*`: the plant exists); nothing changed. Read the plant again for its current ETag.',
   'plant 10 is not in the state the request\'s If-Match or If-None-Match expects; read it again for its current ETag'),
+  changesExpired: errorResponse(410, 'Some change after this resume point is no longer kept (CHANGES_RETENTION): read the plants ' +
+    'again (the head, then the plants, then the changes after that head).',
+  'changes after seq 1041 are no longer kept (CHANGES_RETENTION): read the plants again (GET /plants/changes/head, then the plants, then the changes after that head)'),
+  streamsFull: errorResponse(503, 'Storage is unavailable, the service is overloaded or shutting down, or (a live stream) this instance ' +
+    'has CHANGES_STREAMS_MAX streams open.', 'this instance has 1000 change streams open, its most (CHANGES_STREAMS_MAX); retry later or poll GET /plants/changes',
+  RETRY_AFTER),
   tokenNotFound: errorResponse(404, 'No access token has this id.', 'no access token has id "0b5c7e58-9a55-4bd0-a8b8-3f4f8d0e2a61"'),
   tokenNameTaken: errorResponse(409, 'A live access token (neither revoked nor expired) already has this name; nothing was created.',
     'a live access token is already named "grafana"; revoke it or choose another name'),

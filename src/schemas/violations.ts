@@ -1,4 +1,5 @@
 import { Kind } from '@sinclair/typebox'
+import { CHANGE_TYPES } from '../store/change-log.js'
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors'
 import { TOKEN_NAME_RULE } from '../auth/tokens.js'
 import { SCOPES } from '../store/scopes.js'
@@ -43,6 +44,8 @@ export function describeViolation (error: ValueError, part: string, bareFields: 
       return `${subject} is not an access token id`
     case 'WebhookEvent':
       return `${subject} must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}`
+    case 'ChangeTypeList':
+      return `${subject} must be a comma-separated list of ${CHANGE_TYPES.join(', ')}, each at most once`
     case 'WebhookId':
       return `${subject} is not a webhook subscription id`
     case 'Int64':

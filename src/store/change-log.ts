@@ -19,6 +19,8 @@ export interface ChangeRecord {
   readonly plant?: PlantRecord
   /** When the write committed (close enough: when its transaction wrote the change). */
   readonly at: number
+  /** The plant's tag before the change, only when it differs from its tag after (a deleted plant has none after). */
+  readonly leftTag?: string
   /** Who made it: the token's name, `jwt:<sub>`, or `cli`. */
   readonly by: string
 }
@@ -72,6 +74,30 @@ export interface ChangeLog {
   prune (before: number, limit: number): Promise<number>
   /** The head, how many changes are kept and the oldest kept `seq`: cheap, for metrics. */
   extent (): Promise<ChangeLogExtent>
+  /**
+   * Calls `listener` soon after changes may have been committed: at once for this process's writes, and
+   * for other instances' where the backend announces them (PostgreSQL's NOTIFY). Changes committed by
+   * other processes otherwise show only to a read: a follower polls as well. Returns the unwatch.
+   */
+  watch (listener: () => void): () => void
+}
+
+/** The listeners of `ChangeLog.watch`. */
+export class ChangeSignal {
+  private readonly listeners = new Set<() => void>()
+
+  add (listener: () => void): () => void {
+    this.listeners.add(listener)
+    return () => { this.listeners.delete(listener) }
+  }
+
+  get watched (): boolean {
+    return this.listeners.size > 0
+  }
+
+  notify (): void {
+    for (const listener of this.listeners) listener()
+  }
 }
 
 /**
@@ -115,6 +141,7 @@ export interface ChangeRow {
   readonly type: number | bigint
   readonly name: string | null
   readonly tag: string | null
+  readonly left_tag: string | null
   readonly at: number | bigint
   readonly by: string
 }
@@ -123,6 +150,7 @@ export function changeOfRow (row: ChangeRow): ChangeRecord {
   const type = TYPE_OF_CODE[Number(row.type)]
   if (type === undefined) throw new Error(`change ${row.seq} has an unknown type ${row.type}`)
   const at = Number(row.at)
-  if (type === 'plant.deleted' || row.name === null) return { seq: row.seq, type, id: row.plant_id, at, by: row.by }
-  return { seq: row.seq, type, id: row.plant_id, plant: plantRecord(row.plant_id, row.name, row.tag), at, by: row.by }
+  const left = row.left_tag === null ? {} : { leftTag: row.left_tag }
+  if (type === 'plant.deleted' || row.name === null) return { seq: row.seq, type, id: row.plant_id, at, by: row.by, ...left }
+  return { seq: row.seq, type, id: row.plant_id, plant: plantRecord(row.plant_id, row.name, row.tag), at, by: row.by, ...left }
 }

@@ -5,6 +5,7 @@ import type { DeliveryObserver } from '../webhooks/dispatcher.js'
 import { FastHistogram } from './fast-histogram.js'
 import { wrappedStore } from './wrapped-store.js'
 import type { SheddingObserver, ShedReason } from '../http/load-shedding.js'
+import type { ChangeStreamObserver, StreamEnd } from '../http/change-streams.js'
 
 /** Request latency: sub-millisecond answers are the norm here, so the buckets start at 0.5 ms. */
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -72,12 +73,25 @@ export class ServiceMetrics implements SheddingObserver {
     buckets: LATENCY_BUCKETS
   })
 
+  /** How long after its commit each change was handed to the live change streams. */
+  private readonly changeStreamLag = new FastHistogram({
+    name: 'plantstore_change_stream_lag_seconds',
+    help: 'Time from a change\'s commit until this instance wrote it to its live change streams',
+    labelNames: [],
+    buckets: LATENCY_BUCKETS
+  })
+
+  private readonly changeStreamsClosed: Counter<'reason'>
   private readInFlight: () => number = () => 0
+  private readOpenStreams: () => number = () => 0
 
   constructor (store: PlantStore, version: string) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
-    for (const histogram of [this.requestDuration, this.plantListDuration, this.storeOperationDuration, this.writeBatchSize, this.writeBatchDuration, this.deliveryDuration]) {
+    for (const histogram of [
+      this.requestDuration, this.plantListDuration, this.storeOperationDuration, this.writeBatchSize, this.writeBatchDuration, this.deliveryDuration,
+      this.changeStreamLag
+    ]) {
       histogram.registerWith(this.registry)
     }
     this.gauge({ name: 'plantstore_build_info', help: 'The running release; always 1', labelNames: ['version'] }).set({ version }, 1)
@@ -135,7 +149,22 @@ export class ServiceMetrics implements SheddingObserver {
       labelNames: ['result'],
       registers
     })
+    const readOpenStreams = () => this.readOpenStreams()
+    this.gauge({
+      name: 'plantstore_change_streams_open',
+      help: 'Live change streams (GET /plants/changes as Server-Sent Events) open on this instance',
+      collect () { this.set(readOpenStreams()) }
+    })
+    this.changeStreamsClosed = new Counter({
+      name: 'plantstore_change_streams_closed_total',
+      help: 'Change streams ended, by reason: client (it left), slow_client (it did not read), token (revoked or expired), ' +
+        'expired (its changes were pruned), shutdown',
+      labelNames: ['reason'],
+      registers
+    })
+    for (const reason of ['client', 'slow_client', 'token', 'expired', 'shutdown'] satisfies StreamEnd[]) this.changeStreamsClosed.inc({ reason }, 0)
     this.registerBacklog(store)
+    this.registerChangeLog(store)
     if (store.poolUsage !== undefined) this.registerPoolUsage(store.poolUsage)
   }
 
@@ -168,6 +197,13 @@ export class ServiceMetrics implements SheddingObserver {
       this.deliveryDuration.series().observe(seconds)
     },
     circuitsOpen: (count) => { this.circuitsOpen.set(count) }
+  }
+
+  /** What the change streams report. */
+  readonly changeStreamObserver: ChangeStreamObserver = {
+    countStreamsWith: (read) => { this.readOpenStreams = read },
+    changeSent: (lagSeconds) => { this.changeStreamLag.series().observe(lagSeconds) },
+    streamClosed: (reason) => { this.changeStreamsClosed.inc({ reason }) }
   }
 
   /** Where the number of requests in flight is read from (the load-shedding plugin counts them). */
@@ -210,6 +246,36 @@ export class ServiceMetrics implements SheddingObserver {
         const read = await readBacklog()
         if (read === undefined) this.set(NaN)
         else this.set(read.oldestRecordedAt === undefined ? 0 : Math.max(0, (Date.now() - read.oldestRecordedAt) / 1000))
+      }
+    })
+  }
+
+  private registerChangeLog (store: PlantStore): void {
+    // One query serves the three gauges of a scrape.
+    let extent: ReturnType<PlantStore['changes']['extent']> | undefined
+    const readExtent = () => {
+      extent ??= withTimeout(store.changes.extent()).finally(() => { setImmediate(() => { extent = undefined }) })
+      return extent.catch(() => undefined)
+    }
+    this.gauge({
+      name: 'plantstore_changes_kept',
+      help: 'Changes the change log keeps (CHANGES_RETENTION prunes older ones); NaN when the store does not answer',
+      async collect () { this.set((await readExtent())?.kept ?? NaN) }
+    })
+    this.gauge({
+      name: 'plantstore_changes_oldest_kept_seq',
+      help: 'The seq of the oldest kept change (a resume point before it is answered 410); 0 when none is kept',
+      async collect () {
+        const read = await readExtent()
+        this.set(read === undefined ? NaN : Number(read.oldestSeq ?? 0n))
+      }
+    })
+    this.gauge({
+      name: 'plantstore_changes_head_seq',
+      help: 'The greatest seq committed: GET /plants/changes/head',
+      async collect () {
+        const read = await readExtent()
+        this.set(read === undefined ? NaN : Number(read.head))
       }
     })
   }

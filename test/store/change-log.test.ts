@@ -59,11 +59,11 @@ for (const backend of backends) {
       expect(withoutTimes(changes)).toEqual([
         { seq: 1n, type: 'plant.created', id: 1n, plant: fern, by: 'ci' },
         { seq: 2n, type: 'plant.created', id: ivy.id, plant: ivy, by: 'jwt:user-7' },
-        { seq: 3n, type: 'plant.updated', id: 1n, plant: { id: 1n, name: 'Fern' }, by: 'cli' },
+        { seq: 3n, type: 'plant.updated', id: 1n, plant: { id: 1n, name: 'Fern' }, by: 'cli', leftTag: 'shade' },
         { seq: 4n, type: 'plant.deleted', id: ivy.id, by: 'ci' },
         { seq: 5n, type: 'plant.created', id: 3n, plant: { id: 3n, name: 'Moss', tag: 'shade' }, by: 'batcher' },
         { seq: 6n, type: 'plant.deleted', id: 1n, by: 'batcher' },
-        { seq: 7n, type: 'plant.updated', id: 3n, plant: { id: 3n, name: 'Moss', tag: 'sun' }, by: 'batcher' }
+        { seq: 7n, type: 'plant.updated', id: 3n, plant: { id: 3n, name: 'Moss', tag: 'sun' }, by: 'batcher', leftTag: 'shade' }
       ])
       for (const change of changes) expect(change.at).toBeGreaterThanOrEqual(before - 5)
       expect(changes.map((change) => change.at)).toEqual([...changes.map((change) => change.at)].sort((a, b) => a - b))

@@ -1,16 +1,12 @@
 import {
-  CHANGE_TYPES, changeTypeCode, leftTagOf, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeLogExtent, type ChangeRecord,
+  CHANGE_TYPES, ChangeSignal, changeTypeCode, leftTagOf, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeLogExtent, type ChangeRecord,
   type HistoryRequest, type PendingChange
 } from '../change-log.js'
 
-interface KeptChange {
-  readonly change: ChangeRecord
-  readonly leftTag: string | null
-}
-
 /** The memory store's change log: an array in `seq` order, pruned from its start. */
 export class MemoryChangeLog implements ChangeLog {
-  private kept: KeptChange[] = []
+  private kept: ChangeRecord[] = []
+  private readonly signal = new ChangeSignal()
   private lastSeq = 0n
   private prunedThrough = 0n
 
@@ -20,11 +16,18 @@ export class MemoryChangeLog implements ChangeLog {
     for (const pending of changes) {
       const type = CHANGE_TYPES[changeTypeCode(pending) - 1] as ChangeRecord['type']
       const seq = ++this.lastSeq
+      const leftTag = leftTagOf(pending)
+      const left = leftTag === null ? {} : { leftTag }
       const change: ChangeRecord = pending.after === undefined
-        ? { seq, type, id: pending.id, at, by: pending.by }
-        : { seq, type, id: pending.id, plant: pending.after, at, by: pending.by }
-      this.kept.push({ change, leftTag: leftTagOf(pending) })
+        ? { seq, type, id: pending.id, at, by: pending.by, ...left }
+        : { seq, type, id: pending.id, plant: pending.after, at, by: pending.by, ...left }
+      this.kept.push(change)
     }
+    this.signal.notify()
+  }
+
+  watch (listener: () => void): () => void {
+    return this.signal.add(listener)
   }
 
   async head (): Promise<bigint> {
@@ -35,12 +38,12 @@ export class MemoryChangeLog implements ChangeLog {
     if (request.after < this.prunedThrough) return { status: 'expired' }
     const start = this.indexAfter(request.after)
     const first = this.kept[start]
-    if (first !== undefined && first.change.at < request.keptSince) return { status: 'expired' }
+    if (first !== undefined && first.at < request.keptSince) return { status: 'expired' }
     const changes: ChangeRecord[] = []
     for (let index = start; index < this.kept.length && changes.length < request.limit; index++) {
-      const { change, leftTag } = this.kept[index] as KeptChange
+      const change = this.kept[index] as ChangeRecord
       if (request.types !== undefined && !request.types.includes(change.type)) continue
-      if (request.tag !== undefined && change.plant?.tag !== request.tag && leftTag !== request.tag) continue
+      if (request.tag !== undefined && change.plant?.tag !== request.tag && change.leftTag !== request.tag) continue
       changes.push(change)
     }
     return { status: 'page', changes }
@@ -49,7 +52,7 @@ export class MemoryChangeLog implements ChangeLog {
   async history ({ id, before, limit }: HistoryRequest): Promise<readonly ChangeRecord[]> {
     const changes: ChangeRecord[] = []
     for (let index = this.kept.length - 1; index >= 0 && changes.length < limit; index--) {
-      const { change } = this.kept[index] as KeptChange
+      const change = this.kept[index] as ChangeRecord
       if (change.id === id && (before === undefined || change.seq < before)) changes.push(change)
     }
     return changes
@@ -57,15 +60,15 @@ export class MemoryChangeLog implements ChangeLog {
 
   async prune (before: number, limit: number): Promise<number> {
     let count = 0
-    while (count < limit && count < this.kept.length && (this.kept[count] as KeptChange).change.at < before) count++
+    while (count < limit && count < this.kept.length && (this.kept[count] as ChangeRecord).at < before) count++
     if (count === 0) return 0
-    this.prunedThrough = (this.kept[count - 1] as KeptChange).change.seq
+    this.prunedThrough = (this.kept[count - 1] as ChangeRecord).seq
     this.kept = this.kept.slice(count)
     return count
   }
 
   async extent (): Promise<ChangeLogExtent> {
-    return { head: this.lastSeq, kept: this.kept.length, oldestSeq: this.kept[0]?.change.seq }
+    return { head: this.lastSeq, kept: this.kept.length, oldestSeq: this.kept[0]?.seq }
   }
 
   /** The index of the first kept change with a `seq` above `after` (binary search: `seq` ascends). */
@@ -74,7 +77,7 @@ export class MemoryChangeLog implements ChangeLog {
     let high = this.kept.length
     while (low < high) {
       const middle = (low + high) >>> 1
-      if ((this.kept[middle] as KeptChange).change.seq <= after) low = middle + 1
+      if ((this.kept[middle] as ChangeRecord).seq <= after) low = middle + 1
       else high = middle
     }
     return low

@@ -1,7 +1,7 @@
 import type { PostgresConnection } from './connection.js'
 import { changeOfRow, CODE_OF_TYPE, type ChangeLog, type ChangeRow } from '../change-log.js'
 
-const CHANGE_COLUMNS = 'seq, plant_id, type, name, tag, committed_at AS at, made_by AS by'
+const CHANGE_COLUMNS = 'seq, plant_id, type, name, tag, left_tag, committed_at AS at, made_by AS by'
 const OF_TYPES = '($3::smallint[] IS NULL OR type = ANY($3::smallint[]))'
 
 /**
@@ -54,7 +54,8 @@ const PRUNE = {
 
 type PageRow = { pruned: bigint, first_at: bigint | null } & ({ [Column in keyof ChangeRow]: ChangeRow[Column] | null })
 
-export function postgresChangeLog (connection: PostgresConnection): ChangeLog {
+/** `watch` is the store's: its own commits, and the other instances' NOTIFYs where a connection can LISTEN. */
+export function postgresChangeLog (connection: PostgresConnection, watch: ChangeLog['watch']): ChangeLog {
   const extent = async () => {
     const { rows } = await connection.query<{ head: bigint, pruned: bigint }>(EXTENT)
     return rows[0] as { head: bigint, pruned: bigint }
@@ -79,6 +80,7 @@ export function postgresChangeLog (connection: PostgresConnection): ChangeLog {
       const { rows } = await connection.query<{ deleted: bigint }>({ ...PRUNE, values: [before, limit] })
       return Number(rows[0]?.deleted ?? 0n)
     },
+    watch,
     async extent () {
       const { head, pruned } = await extent()
       return { head, kept: Number(head - pruned), oldestSeq: head > pruned ? pruned + 1n : undefined }

@@ -2,11 +2,13 @@ import { groupCommittedWrites } from '../group-commit.js'
 import type { PlantStore } from '../plant-store.js'
 import { openPostgresConnection, type PostgresConnectionOptions } from './connection.js'
 import { postgresPlantReads } from './plants.js'
-import { postgresGroupCommit } from './write-batch.js'
 import { postgresTokenStore } from './tokens.js'
 import { TokenChangeListener } from './token-changes.js'
 import { postgresWebhookStore } from './webhooks.js'
 import { postgresChangeLog } from './changes.js'
+import { ChannelListener } from './channel-listener.js'
+import { CHANGES_CHANNEL, postgresGroupCommit } from './write-batch.js'
+import { ChangeSignal } from '../change-log.js'
 import { SearchUpkeep, type StoreLog } from './search-index.js'
 
 export interface PostgresOptions extends PostgresConnectionOptions {
@@ -31,9 +33,24 @@ export interface PostgresOptions extends PostgresConnectionOptions {
  */
 export async function openPostgresStore (connectionString: string, options: PostgresOptions): Promise<PlantStore> {
   const connection = await openPostgresConnection(connectionString, options)
-  const writes = postgresGroupCommit(connection, options.onBatchCommitted)
+  const committed = new ChangeSignal()
+  const writes = postgresGroupCommit(connection, (size) => {
+    committed.notify()
+    options.onBatchCommitted?.(size)
+  })
   // Behind a pooler in transaction mode no connection can stay in LISTEN: the revision poll alone follows changes.
   const tokenChanges = connection.canListen ? new TokenChangeListener(connectionString, options.connectTimeoutMs) : undefined
+  const changeNotifications = connection.canListen
+    ? new ChannelListener(connectionString, options.connectTimeoutMs, CHANGES_CHANNEL, 'plantstore-change-listener')
+    : undefined
+  const watchChanges = (listener: () => void) => {
+    const unwatchCommits = committed.add(listener)
+    const unwatchNotifications = changeNotifications?.add(listener)
+    return () => {
+      unwatchCommits()
+      unwatchNotifications?.()
+    }
+  }
   // ...nor a session build an index concurrently.
   const searchUpkeep = options.upkeepLog === undefined ? undefined : new SearchUpkeep(connectionString, connection, options.upkeepLog, connection.canListen)
   searchUpkeep?.start()
@@ -43,7 +60,7 @@ export async function openPostgresStore (connectionString: string, options: Post
     ...postgresPlantReads(connection, options.onReadBatch),
     tokens: postgresTokenStore(connection, tokenChanges),
     webhooks: postgresWebhookStore(connection),
-    changes: postgresChangeLog(connection),
+    changes: postgresChangeLog(connection, watchChanges),
     observe (observer) {
       writes.observer = observer
     },
@@ -54,6 +71,7 @@ export async function openPostgresStore (connectionString: string, options: Post
       await writes.whenIdle()
       await searchUpkeep?.close()
       await tokenChanges?.close()
+      await changeNotifications?.close()
       await connection.close()
     }
   }

@@ -1,8 +1,8 @@
-import pg from 'pg'
+import type pg from 'pg'
+import { ChannelListener } from './channel-listener.js'
 
 /** The channel on which every token change is announced, in the transaction that makes it. */
 const TOKEN_CHANNEL = 'plantstore_access_tokens'
-const LISTEN_RETRY_MS = 1000
 
 /** Advances the revision and notifies listening instances; both take effect when the transaction commits. */
 export async function announceTokenChange (client: pg.PoolClient): Promise<void> {
@@ -10,59 +10,9 @@ export async function announceTokenChange (client: pg.PoolClient): Promise<void>
   await client.query('SELECT pg_notify($1, \'\')', [TOKEN_CHANNEL])
 }
 
-/**
- * One connection of its own (a pooled one cannot stay in `LISTEN`) that receives the token-change
- * notifications and calls the listeners. It connects on the first listener and reconnects a second
- * after it is lost; notifications sent while it is down are missed, which the revision poll covers.
- */
-export class TokenChangeListener {
-  private readonly listeners = new Set<() => void>()
-  private client: pg.Client | undefined
-  private retry: NodeJS.Timeout | undefined
-  private closed = false
-
-  constructor (private readonly connectionString: string, private readonly connectTimeoutMs: number) {}
-
-  add (listener: () => void): () => void {
-    this.listeners.add(listener)
-    if (this.client === undefined && this.retry === undefined) this.connect()
-    return () => { this.listeners.delete(listener) }
-  }
-
-  async close (): Promise<void> {
-    this.closed = true
-    clearTimeout(this.retry)
-    const client = this.client
-    this.client = undefined
-    await client?.end().catch(() => {})
-  }
-
-  private connect (): void {
-    if (this.closed || this.listeners.size === 0) return
-    const client = new pg.Client({
-      connectionString: this.connectionString,
-      connectionTimeoutMillis: this.connectTimeoutMs,
-      application_name: 'plantstore-token-listener',
-      keepAlive: true
-    })
-    this.client = client
-    let lost = false
-    const reconnect = () => {
-      if (lost) return
-      lost = true
-      client.end().catch(() => {})
-      if (this.client === client) this.client = undefined
-      if (!this.closed) this.retry = setTimeout(() => { this.retry = undefined; this.connect() }, LISTEN_RETRY_MS).unref()
-    }
-    client.on('error', reconnect)
-    client.on('end', reconnect)
-    client.on('notification', () => {
-      for (const listener of this.listeners) listener()
-    })
-    client.connect()
-      .then(() => client.query(`LISTEN ${TOKEN_CHANNEL}`))
-      // Changes made while this was not listening are picked up now rather than at the next poll.
-      .then(() => { for (const listener of this.listeners) listener() })
-      .catch(reconnect)
+/** The token-change notifications of every instance, on a connection of their own. */
+export class TokenChangeListener extends ChannelListener {
+  constructor (connectionString: string, connectTimeoutMs: number) {
+    super(connectionString, connectTimeoutMs, TOKEN_CHANNEL, 'plantstore-token-listener')
   }
 }

@@ -2,19 +2,19 @@ import type { SqliteDatabase, Statement } from './driver.js'
 import { asUnavailable } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
 import {
-  changeOfRow, CODE_OF_TYPE, type ChangeFeedRequest, type ChangeLog, type ChangeRow, type HistoryRequest
+  changeOfRow, CODE_OF_TYPE, type ChangeSignal, type ChangeFeedRequest, type ChangeLog, type ChangeRow, type HistoryRequest
 } from '../change-log.js'
 
 interface PageParameters { readonly tag?: string, readonly after: bigint, readonly limit: number }
 
-const CHANGE_COLUMNS = 'seq, plant_id, type, name, tag, committed_at AS at, made_by AS by'
+const CHANGE_COLUMNS = 'seq, plant_id, type, name, tag, left_tag, committed_at AS at, made_by AS by'
 
 /**
  * The change log's reads, on this thread's connection (a snapshot of the WAL: the writer numbers
  * changes in commit order, so a read never sees a later change without the earlier ones); pruning runs
- * on the writer thread (writer-changes.ts).
+ * on the writer thread (writer-changes.ts). `committed` tells of this process's write batches.
  */
-export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter): ChangeLog {
+export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, committed: ChangeSignal): ChangeLog {
   const extentRow = db.prepare<[], { head: bigint, pruned_through: bigint }>('SELECT head, pruned_through FROM change_log WHERE singleton = 1')
   const firstAfter = db.prepare<[bigint], { seq: bigint, at: bigint }>(
     'SELECT seq, committed_at AS at FROM plant_changes WHERE seq > ? ORDER BY seq LIMIT 1')
@@ -78,6 +78,7 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter): Chan
         throw asUnavailable(error)
       }
     },
+    watch: (listener) => committed.add(listener),
     async extent () {
       const { head, pruned_through: pruned } = extentRow.get() as { head: bigint, pruned_through: bigint }
       return { head, kept: Number(head - pruned), oldestSeq: head > pruned ? pruned + 1n : undefined }

@@ -10,6 +10,7 @@ import { SqliteWriter } from './writer.js'
 import { SearchIndexUpkeep } from './search-upkeep.js'
 import { groupCommittedWrites } from '../group-commit.js'
 import { StoreUnavailableError, type PlantStore } from '../plant-store.js'
+import { ChangeSignal } from '../change-log.js'
 
 /**
  * Below this much free space on the database's file system the next write batch (its WAL frames) may
@@ -41,8 +42,10 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
   const probe = db.prepare('SELECT count(*) FROM (SELECT 1 FROM plants LIMIT 1)')
   const writer = new SqliteWriter({ file, busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS })
   const searchIndex = new SearchIndexUpkeep(writer)
+  const committed = new ChangeSignal()
   const writes = sqliteGroupCommit(writer, (size) => {
     searchIndex.written(size)
+    committed.notify()
     options.onBatchCommitted?.(size)
   })
   const { close: closeReads, ...reads } = sqlitePlantReads(db, file, {
@@ -63,7 +66,7 @@ export function openSqliteStore (file: string, options: SqliteOptions = {}): Pla
     ...reads,
     tokens: sqliteTokenStore(db),
     webhooks: sqliteWebhookStore(db, writer),
-    changes: sqliteChangeLog(db, writer),
+    changes: sqliteChangeLog(db, writer, committed),
     observe (observer) {
       writes.observer = observer
     },
