@@ -121,7 +121,7 @@ export class ChangeStreams {
           this.streams.add(stream)
           response.on('close', () => { this.remove(stream, 'client') })
           this.write(stream, STREAM_PREAMBLE)
-          void this.catchUp(stream, backlog, after < position ? position : undefined)
+          this.catchUp(stream, backlog, after < position ? position : undefined).catch(this.logFailure)
         }
       }
     } finally {
@@ -144,7 +144,7 @@ export class ChangeStreams {
     if (this.position !== undefined) return this.position
     this.starting ??= this.options.changes.head().then((head) => {
       this.position = head
-      this.unwatch = this.options.changes.watch(() => { void this.pump() })
+      this.unwatch = this.options.changes.watch(() => { this.pump().catch(this.logFailure) })
       this.lastPollAt = Date.now()
       this.ticker = setInterval(() => { this.tick() }, TICK_MS).unref()
       return head
@@ -174,10 +174,14 @@ export class ChangeStreams {
    * a page is not full, the stream has every change up to that position. (Undefined: not behind.)
    */
   private async catchUp (stream: OpenStream, firstPage: readonly ChangeRecord[], positionAtFirstRead: bigint | undefined): Promise<void> {
+    if (positionAtFirstRead === undefined) {
+      stream.live = true
+      return
+    }
     let page = firstPage
-    let reachedByRead = positionAtFirstRead ?? stream.after
+    let reachedByRead = positionAtFirstRead
     try {
-      while (positionAtFirstRead !== undefined && this.streams.has(stream)) {
+      while (this.streams.has(stream)) {
         this.send(stream, page)
         if (page.length < READ_PAGE && reachedByRead > stream.after) stream.after = reachedByRead
         if (stream.after >= (this.position ?? stream.after)) break
@@ -266,7 +270,7 @@ export class ChangeStreams {
     }
     if (now - this.lastPollAt >= this.pollMs) {
       this.lastPollAt = now
-      void this.pump()
+      this.pump().catch(this.logFailure)
     }
   }
 
@@ -289,7 +293,7 @@ export class ChangeStreams {
     return true
   }
 
-  private logFailure (error: unknown): void {
+  private readonly logFailure = (error: unknown): void => {
     const now = Date.now()
     if (now - this.lastFailureLogAt < 30_000) return
     this.lastFailureLogAt = now
