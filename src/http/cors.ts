@@ -14,7 +14,7 @@ export interface CorsOptions {
 /** Every method the API has: a method a path lacks is then a 405 the script can read, not a failed preflight. */
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE'
 /** The token, JSON bodies, conditional reads and writes, the caller's own request id, and its trace context (W3C). */
-const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, Prefer, x-request-id, traceparent, tracestate'
+const ALLOWED_HEADERS = 'Authorization, Content-Type, If-Match, If-None-Match, Prefer, Last-Event-ID, x-request-id, traceparent, tracestate'
 /** What scripts may read beyond the headers every response shows them (Content-Type, Cache-Control, …). */
 const EXPOSED_HEADERS = 'Link, Location, ETag, Retry-After, X-Total-Count, Preference-Applied, x-request-id'
 /** Chromium keeps a preflight's answer (for one origin and URL) at most this long; Firefox a day. */

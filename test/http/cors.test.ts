@@ -14,7 +14,7 @@ const TOKENS = [TEST_TOKEN, `name=reader;scopes=plants:read;${READ_ONLY_TOKEN}`]
 const EXPOSED = 'Link, Location, ETag, Retry-After, X-Total-Count, Preference-Applied, x-request-id'
 const PREFLIGHT_ANSWER = {
   'access-control-allow-methods': 'GET, HEAD, POST, PUT, PATCH, DELETE',
-  'access-control-allow-headers': 'Authorization, Content-Type, If-Match, If-None-Match, Prefer, x-request-id, traceparent, tracestate',
+  'access-control-allow-headers': 'Authorization, Content-Type, If-Match, If-None-Match, Prefer, Last-Event-ID, x-request-id, traceparent, tracestate',
   'access-control-max-age': '7200'
 }
 
