@@ -13,12 +13,13 @@ export const BACKUP_USAGE = `Usage: plantstore backup FILE [--force]
 
 Copies the SQLite store of DATABASE_URL to FILE while the service keeps running: one consistent
 snapshot holding every write acknowledged before the backup began (plants, access tokens, webhook
-subscriptions and their pending events, the schema version), taken with SQLite's online backup API.
-The store is only read. The backup runs at a low CPU priority and pauses between its steps, so the
-service keeps most of its rate. FILE is written next to its final name under a temporary one, flushed
-to disk, and only then renamed: an interrupted backup or a full disk never leaves a partial FILE.
-FILE is a whole store, one file; restore it with plantstore restore. Tokens given in PLANTSTORE_TOKENS
-are configuration, not part of the store: keep them apart. For PostgreSQL use pg_dump (docs/guides/backups.md).
+subscriptions and their pending events, the change log with its head, the schema version), taken with
+SQLite's online backup API. The store is only read. The backup runs at a low CPU priority and pauses
+between its steps, so the service keeps most of its rate. FILE is written next to its final name under
+a temporary one, flushed to disk, and only then renamed: an interrupted backup or a full disk never
+leaves a partial FILE. FILE is a whole store, one file; restore it with plantstore restore. Tokens given
+in PLANTSTORE_TOKENS are configuration, not part of the store: keep them apart. For PostgreSQL use
+pg_dump (docs/guides/backups.md).
 
 Options:
   --force        replace FILE if it exists (without it an existing FILE is refused and left untouched)

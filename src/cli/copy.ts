@@ -14,13 +14,16 @@ export const COPY_USAGE = `Usage: plantstore copy --from URL --to URL [--merge]
 Copies a whole store into another, SQLite or PostgreSQL either way: plants (their exact ids), access
 tokens (live, expired and revoked; their digests, never the tokens), webhook subscriptions (their
 signing secrets as stored, still sealed under WEBHOOK_SECRETS_KEY: start the target's service with the
-same key), pending webhook events (unleased, so the target delivers them at once) and delivery attempts.
+same key), pending webhook events (unleased, so the target delivers them at once), delivery attempts,
+and the change log: each change with its seq, and the head, so the target numbers its next change after
+the source's last and clients resume their feed there with the same after=SEQ.
 
 The source is read in one snapshot and never changed. Stop its service first, or stop writing to it:
 a write made while the copy runs is not in the copy. No service may use a SQLite target meanwhile.
 
-A target that holds data (a plant, a token or a webhook subscription; the "initial-admin" token that a
-service's first start made counts) is refused and left as it is, unless --merge is given. The copy is
+A target that holds data (a plant, a token, a webhook subscription or a numbered change; the
+"initial-admin" token that a service's first start made counts) is refused and left as it is, unless
+--merge is given; a merge adds only the changes above the target's head. The copy is
 committed in batches, each with a record of where it stands: interrupted (Ctrl-C, kill -9, the target
 database stopping), the same command run again finishes it. On success, one line on stdout says what
 was copied, how long it took and, for a copy of a second or more, how fast; on a terminal, stderr

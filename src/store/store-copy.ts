@@ -51,6 +51,17 @@ export interface TargetState {
   /** The names of the first few tokens, oldest first. */
   readonly tokenNames: readonly string[]
   readonly subscriptions: number
+  /** The head of its change log: 0 when it never numbered a change. */
+  readonly changeLogHead: bigint
+}
+
+/**
+ * Where a change log stands beside the changes it keeps: the greatest `seq` it ever numbered, and the
+ * `seq` through which every change is gone (pruned).
+ */
+export interface ChangeLogBounds {
+  readonly head: bigint
+  readonly prunedThrough: bigint
 }
 
 /** A store read inside one snapshot (one read transaction) from its opening to its closing. */
@@ -58,6 +69,8 @@ export interface StoreSnapshot {
   /** Up to `limit` rows whose key follows `after`, in key order. */
   page (table: StoreTable, after: Cell | undefined, limit: number): Promise<StoreRow[]>
   count (table: StoreTable): Promise<number>
+  /** Its change log's bounds, in the same snapshot as its rows; zeros for a schema without a change log. */
+  changeLogBounds (): Promise<ChangeLogBounds>
   close (): Promise<void>
 }
 
@@ -76,6 +89,16 @@ export interface TargetBatch {
   saveMarker (marker: CopyMarker): Promise<void>
   /** Tells the instances running on the target to read its tokens again (the token revision). */
   announceTokenChange (): Promise<void>
+  /**
+   * The head of the target's change log, which no write of the target may move until the batch commits
+   * (PostgreSQL: the head's row stays locked, against the instances running on it).
+   */
+  changeLogHead (): Promise<bigint>
+  /**
+   * Moves the target's change log bounds up to these, never down, and removes the changes up to the new
+   * pruned-through (none are kept there), waking the change streams of the instances running on it.
+   */
+  continueChangeLog (bounds: ChangeLogBounds): Promise<void>
 }
 
 export interface CopyTarget {

@@ -14,7 +14,7 @@ import { foldName } from './plant-names.js'
  */
 export type ColumnType = 'int64' | 'int32' | 'text' | 'bytes' | 'time'
 export type Cell = bigint | number | string | Buffer | null
-/** One row, its cells in the order of its table's columns; the first is the key, `id`. */
+/** One row, its cells in the order of its table's columns; the first is the key. */
 export type StoreRow = readonly Cell[]
 
 export interface StoreColumn {
@@ -29,14 +29,16 @@ export interface DerivedColumn extends StoreColumn {
   readonly of: (row: StoreRow) => Cell
 }
 
-export type TableName = 'access_tokens' | 'webhook_subscriptions' | 'plants' | 'webhook_outbox' | 'webhook_attempts'
+export type TableName = 'access_tokens' | 'webhook_subscriptions' | 'plants' | 'webhook_outbox' | 'webhook_attempts' | 'plant_changes'
 
 export interface StoreTable {
   readonly name: TableName
   /** What one row is called in messages, and many of them. */
   readonly noun: readonly [one: string, many: string]
-  /** The columns, the key `id` first. */
+  /** The columns, the key first (`id`, or the change log's `seq`). */
   readonly columns: readonly StoreColumn[]
+  /** The schema version that added the table: a source of an older one has no rows of it. */
+  readonly since?: number
   /**
    * Set for tables whose ids each store numbers itself (BIGSERIAL on PostgreSQL): the columns that tell
    * the same row in another store, for a row whose id is taken there by another one.
@@ -51,7 +53,8 @@ const text = (...names: string[]) => names.map((name) => column(name, 'text'))
 
 /**
  * The tables a copy moves, in the order it moves them: tokens first, so that a service started on a
- * target mid-copy finds tokens and does not make an `initial-admin` of its own.
+ * target mid-copy finds tokens and does not make an `initial-admin` of its own. The change log comes
+ * last, in `seq` order, added only above the target's head (copy-batch.ts).
  */
 export const STORE_TABLES: readonly StoreTable[] = [
   {
@@ -92,6 +95,15 @@ export const STORE_TABLES: readonly StoreTable[] = [
       column('error', 'text'), column('at', 'int64')
     ],
     naturalKey: ['subscription_id', 'event_id', 'attempt', 'at']
+  },
+  {
+    name: 'plant_changes',
+    noun: ['change', 'changes'],
+    columns: [
+      column('seq', 'int64'), column('plant_id', 'int64'), column('type', 'int32'), ...text('name', 'tag', 'left_tag'),
+      column('committed_at', 'int64'), column('made_by', 'text')
+    ],
+    since: 11
   }
 ]
 
@@ -109,6 +121,16 @@ export function writtenTable (table: StoreTable): StoreTable {
 /** A row as a target writes it: its cells, then the derived ones. */
 export function writtenRow (table: StoreTable, row: StoreRow): StoreRow {
   return table.derived === undefined ? row : [...row, ...table.derived.map((derived) => derived.of(row))]
+}
+
+/** The name of the table's key column, its first. */
+export function keyColumn (table: StoreTable): string {
+  return table.columns[0]?.name ?? 'id'
+}
+
+/** Whether a store at `schemaVersion` has the table. */
+export function isInSchema (table: StoreTable, schemaVersion: number): boolean {
+  return table.since === undefined || table.since <= schemaVersion
 }
 
 /** A column as a SELECT of a store at `schemaVersion` names it: NULL when that schema lacks it. */

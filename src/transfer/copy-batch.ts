@@ -30,7 +30,7 @@ export async function copyRows (batch: TargetBatch, target: Pick<CopyTarget, 'as
   const conflicts: string[] = []
   let rows = page.map((row) => asCopied(table, row))
   if (table.name === 'access_tokens') rows = await withoutLiveNameClashes(batch, table, rows, nowMicros, conflicts)
-  const inserted = await batch.insert(table, rows)
+  const inserted = table.name === 'plant_changes' ? await insertChanges(batch, table, rows) : await batch.insert(table, rows)
   if (inserted === rows.length) return { tally: { added: inserted, skipped: 0, conflicts: conflicts.length }, conflicts }
 
   // An inserted row is stored exactly as it is, so the rows stored otherwise, or not at all, are among those not inserted.
@@ -48,13 +48,30 @@ export async function copyRows (batch: TargetBatch, target: Pick<CopyTarget, 'as
       else if (sameRow(alike.slice(1), asStored.slice(1))) skipped++
       else conflicts.push(`${described(table, row)}: the target holds another version of it; kept the target's`)
     } else if (held === undefined) {
-      conflicts.push(`${described(table, row)}: the target holds it under another id; not copied`)
+      conflicts.push(table.name === 'plant_changes'
+        ? `${described(table, row)}: the target's change log has numbered its own changes past it; not copied`
+        : `${described(table, row)}: the target holds it under another id; not copied`)
     } else {
       conflicts.push(differing(table, row, held))
     }
   }
   if (renumbered.length > 0) await batch.insertWithNewIds(table, renumbered)
   return { tally: { added: inserted + renumbered.length, skipped, conflicts: conflicts.length }, conflicts }
+}
+
+/**
+ * Changes are added only above the target's head, which then moves to the last of them: a reader of the
+ * target never sees a change appear below one it has read. Into a target that never numbered a change
+ * (any copy but a merge), that is every change, each with its `seq`, so the target goes on from them.
+ */
+async function insertChanges (batch: TargetBatch, table: StoreTable, rows: readonly StoreRow[]): Promise<number> {
+  const head = await batch.changeLogHead()
+  const above = rows.filter((row) => (row[0] as bigint) > head)
+  const last = above.at(-1)?.[0]
+  if (last === undefined) return 0
+  const inserted = await batch.insert(table, above)
+  await batch.continueChangeLog({ head: last as bigint, prunedThrough: 0n })
+  return inserted
 }
 
 function asCopied (table: StoreTable, row: StoreRow): StoreRow {
@@ -92,5 +109,6 @@ function described (table: StoreTable, row: StoreRow): string {
     case 'webhook_subscriptions': return `webhook subscription ${cell('id')}`
     case 'webhook_outbox': return `webhook event ${cell('event_id')} of subscription ${cell('subscription_id')}`
     case 'webhook_attempts': return `delivery attempt ${cell('attempt')} of webhook event ${cell('event_id')} (subscription ${cell('subscription_id')})`
+    case 'plant_changes': return `change ${cell('seq')} (of plant ${cell('plant_id')})`
   }
 }

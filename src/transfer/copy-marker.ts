@@ -12,7 +12,9 @@ export type CopyPlan =
 /**
  * A copy goes into an empty store, or on with its own unfinished copy there; with `merge`, into any
  * store. A store holds data when it holds a plant, a token or a webhook subscription: the `initial-admin`
- * token that a service makes on its first start counts, as the service would accept it.
+ * token that a service makes on its first start counts, as the service would accept it. So does a change
+ * log that numbered a change, even one whose plants are all deleted: the source's changes would take
+ * numbers its readers have seen.
  */
 export function planCopy (state: TargetState, source: string, merge: boolean): CopyPlan {
   const { marker } = state
@@ -48,5 +50,6 @@ function heldData (state: TargetState): string[] {
     held.push(`${counted(state.tokens, 'access token', 'access tokens')} (${names})`)
   }
   if (state.subscriptions > 0) held.push(counted(state.subscriptions, 'webhook subscription', 'webhook subscriptions'))
+  if (state.changeLogHead > 0n) held.push(`a change log numbered up to ${state.changeLogHead}`)
   return held
 }

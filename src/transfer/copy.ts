@@ -46,7 +46,8 @@ export interface CopyResult {
 
 /**
  * Copies the whole store `from` into the store `to`: access tokens, webhook subscriptions, plants,
- * pending webhook events and delivery attempts, exactly (ids, digests, sealed secrets, counters, times).
+ * pending webhook events, delivery attempts and the change log with its head and pruned-through, exactly
+ * (ids, digests, sealed secrets, counters, times, each change's `seq`).
  * The source is read in one snapshot per run and never changed: its service should be stopped (or not
  * written) during a move. If it is written, the copy holds the source as it was when the run began, and
  * the writes after that are not in it; a run that resumes an interrupted copy reads a new snapshot from
@@ -102,8 +103,11 @@ class StoreCopy {
       const after = index === first && position?.after !== undefined ? keyOfText(table, position.after) : undefined
       await this.copyTable(table, after)
     }
+    const bounds = await blame('the source', this.request.from.location, () => this.snapshot.changeLogBounds(), RESUMABLE)
     const finished: CopyMarker = { source: this.marker.source, startedAt: this.marker.startedAt, finishedAt: Date.now(), tally: this.marker.tally }
     await this.toTarget(() => this.target.batch(async (batch) => {
+      // The target numbers its next change after the source's head, and resume points the source pruned expire there too.
+      await batch.continueChangeLog(bounds)
       // Instances already running on the target read its tokens again within their poll.
       await batch.announceTokenChange()
       await batch.saveMarker(finished)

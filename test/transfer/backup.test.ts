@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import Database from '../../src/store/sqlite/driver.js'
+import { KNOWN_VERSION } from '../../src/store/sqlite/store-rows.js'
 import { temporaryFolder } from '../helpers/app.js'
 import { runCli, type CliRun } from '../helpers/cli-process.js'
 import { startWriteLoad, until } from '../helpers/load.js'
@@ -58,7 +59,7 @@ describe('A backup taken while a service runs', () => {
     expect(made.status).toBe(201)
     expect(run.stderr).toBe('')
     expect(run.code).toBe(0)
-    const line = new RegExp(String.raw`^backed up (\d+) plants, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 10\) to backup\.db ${SECONDS}\n$`).exec(run.stdout)
+    const line = new RegExp(String.raw`^backed up (\d+) plants, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version ${KNOWN_VERSION}\) to backup\.db ${SECONDS}\n$`).exec(run.stdout)
     expect(line, run.stdout).not.toBeNull()
     expect(acknowledgedDuring, 'the writers kept being answered during the backup').toBeGreaterThan(0)
 
@@ -95,7 +96,7 @@ describe('A backup taken while a service runs', () => {
 
     expect(subscribed.status).toBe(201)
     expect(run).toMatchObject({ code: 0, stderr: '' })
-    expect(run.stdout).toMatch(new RegExp(String.raw`^backed up 3 plants, 0 access tokens, 1 webhook subscription and 3 pending webhook events \(schema version 10\) to backup\.db ${SECONDS}\n$`))
+    expect(run.stdout).toMatch(new RegExp(String.raw`^backed up 3 plants, 0 access tokens, 1 webhook subscription and 3 pending webhook events \(schema version ${KNOWN_VERSION}\) to backup\.db ${SECONDS}\n$`))
     expect(deliveries.map((delivery) => [delivery.type, delivery.body, delivery.verified]).sort()).toEqual([
       ['plant.created', '{"id":1,"name":"plant 1"}', true],
       ['plant.created', '{"id":2,"name":"plant 2"}', true],
@@ -123,7 +124,7 @@ describe('The store made by release 1.0.0', () => {
     expect(readFileSync(join(folder, 'old.db'))).toEqual(readFileSync(fixture))
     expect(backupVersion).toBe(1)
     expect(restored).toMatchObject({ code: 0, stderr: '' })
-    expect(restored.stdout).toMatch(new RegExp(String.raw`^restored 2 plants, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 1, brought up to 10\) from backup\.db into data/new\.db ${SECONDS}\n$`))
+    expect(restored.stdout).toMatch(new RegExp(String.raw`^restored 2 plants, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 1, brought up to ${KNOWN_VERSION}\) from backup\.db into data/new\.db ${SECONDS}\n$`))
     expect(await plants.text()).toBe(RELEASE_1_PLANTS)
   })
 })
@@ -161,7 +162,7 @@ describe('plantstore backup refuses', () => {
       name: 'a store of a schema newer than this release knows, in the words a start uses',
       databaseUrl: 'sqlite:newer.db',
       prepare: (folder) => makeStoreOfVersion(join(folder, 'newer.db'), 99),
-      stderr: 'cannot back up newer.db: the database schema is at version 99, newer than this plantstore knows (10); ' +
+      stderr: `cannot back up newer.db: the database schema is at version 99, newer than this plantstore knows (${KNOWN_VERSION}); ` +
         'run a plantstore release at least as new as the one that last opened it'
     },
     {
@@ -212,7 +213,7 @@ describe('plantstore backup --force', () => {
     copy.close()
 
     expect(run).toMatchObject({ code: 0, stderr: '' })
-    expect(run.stdout).toMatch(new RegExp(String.raw`^backed up 3 plants, 0 access tokens, 0 webhook subscriptions and 0 pending webhook events \(schema version 10\) to backups/backup\.db ${SECONDS}\n$`))
+    expect(run.stdout).toMatch(new RegExp(String.raw`^backed up 3 plants, 0 access tokens, 0 webhook subscriptions and 0 pending webhook events \(schema version ${KNOWN_VERSION}\) to backups/backup\.db ${SECONDS}\n$`))
     expect(names).toEqual(['plant 1', 'plant 2', 'plant 3'])
     expect(filesIn(join(folder, 'backups'))).toEqual(['backup.db'])
   })

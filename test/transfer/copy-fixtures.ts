@@ -61,13 +61,20 @@ export function summaryLine (copied: CopiedCounts, from: string, to: string, res
   return new RegExp(`^copied ${escaped(from)} to ${escaped(to)} in (\\d{1,3} ms|\\d+\\.\\d s( \\(\\d+ plants/s\\))?): ${escaped(counts(copied) + rest)}${pattern}\\n$`)
 }
 
-export interface CopiedCounts { readonly tokens?: number, readonly subscriptions?: number, readonly plants?: number, readonly events?: number, readonly attempts?: number }
+export interface CopiedCounts {
+  readonly tokens?: number
+  readonly subscriptions?: number
+  readonly plants?: number
+  readonly events?: number
+  readonly attempts?: number
+  readonly changes?: number
+}
 
 /** `2 access tokens, 0 webhook subscriptions, 1 plant, …`, as a copy's summary counts the rows of each table. */
-export function counts ({ tokens = 0, subscriptions = 0, plants = 0, events = 0, attempts = 0 }: CopiedCounts): string {
+export function counts ({ tokens = 0, subscriptions = 0, plants = 0, events = 0, attempts = 0, changes = 0 }: CopiedCounts): string {
   const counted = (count: number, one: string) => `${count} ${one}${count === 1 ? '' : 's'}`
   return [counted(tokens, 'access token'), counted(subscriptions, 'webhook subscription'), counted(plants, 'plant'),
-    counted(events, 'webhook event'), counted(attempts, 'delivery attempt')].join(', ')
+    counted(events, 'webhook event'), counted(attempts, 'delivery attempt'), counted(changes, 'change')].join(', ')
 }
 
 /** A PostgreSQL URL as copy's messages show it: without its password. */
@@ -143,12 +150,17 @@ export async function markerOf (databaseUrl: string): Promise<MarkerState | unde
 }
 
 /** Polls until the target's marker shows the copy among the plants, past the first batch. */
-export async function untilCopyingPlants (databaseUrl: string, timeoutMs = 30_000): Promise<void> {
+export function untilCopyingPlants (databaseUrl: string, timeoutMs = 30_000): Promise<void> {
+  return untilCopying(databaseUrl, 'plants', timeoutMs)
+}
+
+/** Polls until the target's marker shows the copy in `table`, past its first batch. */
+export async function untilCopying (databaseUrl: string, table: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const marker = await markerOf(databaseUrl).catch(() => undefined)
-    if (marker?.copying === 'plants' && marker.after_key !== null) return
-    if (Date.now() > deadline) throw new Error(`the copy did not reach the plants within ${timeoutMs} ms`)
+    if (marker?.copying === table && marker.after_key !== null) return
+    if (Date.now() > deadline) throw new Error(`the copy did not reach ${table} within ${timeoutMs} ms`)
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
 }

@@ -6,6 +6,7 @@ import { digestToken } from '../../src/auth/tokens.js'
 import { freePort } from '../../scripts/embedded-postgres.js'
 import { openSqliteDatabase } from '../../src/store/sqlite/connection.js'
 import Database from '../../src/store/sqlite/driver.js'
+import { KNOWN_VERSION } from '../../src/store/sqlite/store-rows.js'
 import { temporaryFolder } from '../helpers/app.js'
 import { until } from '../helpers/load.js'
 import { createTestDatabase } from '../helpers/postgres-database.js'
@@ -108,7 +109,7 @@ describe('plantstore copy', () => {
     expect(before.subscriptions).toEqual([expect.objectContaining({
       secret: expect.stringMatching(/^sealed:v1:/), previous_secret: expect.stringMatching(/^sealed:v1:/), previous_secret_until: expect.any(BigInt)
     })])
-    const copied = { tokens: 5, subscriptions: 1, plants: 12_350, events: 5, attempts: before.attempts.length }
+    const copied = { tokens: 5, subscriptions: 1, plants: 12_350, events: 5, attempts: before.attempts.length, changes: 5 }
 
     const postgres = await createTestDatabase()
     const back = join(folder, 'back.db')
@@ -297,7 +298,8 @@ describe('plantstore copy', () => {
     const exported = await (await api('GET', '/admin/export', admin)).text()
     const mergedAgain = await copy(sourceUrl, postgres, folder, '--merge')
 
-    expectFailure(refused, `plantstore: the target ${shown(postgres)} holds data: 3 plants, 2 access tokens ("initial-admin", "ci"); nothing was copied: ` +
+    expectFailure(refused, `plantstore: the target ${shown(postgres)} holds data: 3 plants, 2 access tokens ("initial-admin", "ci"), ` +
+      'a change log numbered up to 3; nothing was copied: ' +
       'copy into an empty store, or give --merge to add the source\'s rows to what it holds')
     expect(exportAfterRefusal).toEqual(exportBefore)
     expect(markersAfterRefusal).toEqual([])
@@ -392,7 +394,8 @@ describe('plantstore copy', () => {
       writeFileSync(empty, '')
       const release1 = join(folder, 'release-1.0.0.db')
       copyFileSync(new URL('../fixtures/release-1.0.0.db', import.meta.url), release1)
-      const tooNew = 'the database schema is at version 99, newer than this plantstore knows (10); run a plantstore release at least as new as the one that last opened it'
+      const tooNew = `the database schema is at version 99, newer than this plantstore knows (${KNOWN_VERSION}); ` +
+        'run a plantstore release at least as new as the one that last opened it'
 
       expectFailure(await copy(`sqlite:${future}`, `sqlite:${join(folder, 'a.db')}`, folder), `plantstore: the source sqlite:${future}: ${tooNew}`)
       expectFailure(await copy(`sqlite:${source}`, `sqlite:${future}`, folder), `plantstore: the target sqlite:${future}: ${tooNew}`)

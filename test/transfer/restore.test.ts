@@ -1,6 +1,7 @@
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { KNOWN_VERSION } from '../../src/store/sqlite/store-rows.js'
 import { temporaryFolder } from '../helpers/app.js'
 import { runCli, type CliRun } from '../helpers/cli-process.js'
 import { startServer } from '../helpers/server-process.js'
@@ -49,7 +50,7 @@ describe('plantstore restore --force', () => {
     expect(backedUp.code).toBe(0)
     expect(leftBehind).toEqual(['backup.db', 'plants.db', 'plants.db-shm', 'plants.db-wal'])
     expect(run).toMatchObject({ code: 0, stderr: '' })
-    expect(run.stdout).toMatch(new RegExp(String.raw`^restored 3 plants, 0 access tokens, 0 webhook subscriptions and 0 pending webhook events \(schema version 10\) ` +
+    expect(run.stdout).toMatch(new RegExp(String.raw`^restored 3 plants, 0 access tokens, 0 webhook subscriptions and 0 pending webhook events \(schema version ${KNOWN_VERSION}\) ` +
       String.raw`from backup\.db into ${folder.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/plants\.db in \d+\.\d s\n$`))
     expect([...(await allPlants(restoredService.baseUrl, TOKEN)).values()]).toEqual([1, 2, 3].map((id) => ({ id, name: `plant ${id}` })))
   })
@@ -121,8 +122,8 @@ describe('plantstore restore refuses, leaving the store as it was', () => {
     },
     {
       name: 'a backup of a schema newer than this release knows, in the words a start uses',
-      prepare: (folder) => makeStoreOfVersion(join(folder, 'backup.db'), 11),
-      stderr: 'cannot restore backup.db: the database schema is at version 11, newer than this plantstore knows (10); ' +
+      prepare: (folder) => makeStoreOfVersion(join(folder, 'backup.db'), KNOWN_VERSION + 1),
+      stderr: `cannot restore backup.db: the database schema is at version ${KNOWN_VERSION + 1}, newer than this plantstore knows (${KNOWN_VERSION}); ` +
         'run a plantstore release at least as new as the one that last opened it'
     }
   ]

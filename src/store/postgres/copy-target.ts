@@ -5,9 +5,10 @@ import {
   ignoreError, KNOWN_VERSION, query, SCALAR_TYPES, selectList, storedSchemaVersion, timeOfMicros
 } from './store-rows.js'
 import { announceTokenChange } from './token-changes.js'
+import { CHANGES_CHANNEL } from './write-batch.js'
 import { SchemaTooNewError } from '../migration.js'
 import { MARKER_COLUMNS, markerOfRow, markerValues, NAMED_TOKENS, type CopyConnectionOptions, type CopyTarget, type MarkerRow, type TargetBatch, type TargetState } from '../store-copy.js'
-import { writtenRow, writtenTable } from '../store-rows.js'
+import { keyColumn, writtenRow, writtenTable } from '../store-rows.js'
 
 /**
  * A PostgreSQL store to copy into: each batch is one transaction of multi-row inserts from arrays
@@ -41,7 +42,9 @@ export function postgresCopyTarget (url: string, options: CopyConnectionOptions)
     async stored (table, keys) {
       const keyType = table.columns[0]?.type ?? 'text'
       const { rows } = await query<unknown[]>(client, {
-        text: `SELECT ${selectList(table)} FROM ${table.name} WHERE id = ANY($1::${ARRAY_TYPES[keyType]})`, values: [keys.map(encodeCell)], rowMode: 'array'
+        text: `SELECT ${selectList(table)} FROM ${table.name} WHERE ${keyColumn(table)} = ANY($1::${ARRAY_TYPES[keyType]})`,
+        values: [keys.map(encodeCell)],
+        rowMode: 'array'
       })
       return rows.map((row) => decodeRow(table, row))
     },
@@ -73,6 +76,22 @@ export function postgresCopyTarget (url: string, options: CopyConnectionOptions)
     },
     async announceTokenChange () {
       await announceTokenChange(client)
+    },
+    async changeLogHead () {
+      const { rows } = await query<{ head: bigint }>(client, { text: 'SELECT head FROM change_log_head WHERE singleton = 1 FOR UPDATE' })
+      return (rows[0] as { head: bigint }).head
+    },
+    async continueChangeLog ({ head, prunedThrough }) {
+      await query(client, {
+        text: `WITH moved AS (UPDATE change_log_head SET head = greatest(head, $1::bigint) WHERE singleton = 1 RETURNING head)
+               SELECT pg_notify('${CHANGES_CHANNEL}', head::text) FROM moved`,
+        values: [head.toString()]
+      })
+      await query(client, {
+        text: `WITH moved AS (UPDATE change_log_pruned SET through = greatest(through, $1::bigint) WHERE singleton = 1 RETURNING through)
+               DELETE FROM plant_changes WHERE seq <= (SELECT through FROM moved)`,
+        values: [prunedThrough.toString()]
+      })
     }
   })
 
@@ -135,12 +154,16 @@ async function inspectPostgresStore (client: pg.Client): Promise<TargetState> {
     ? (await client.query<{ name: string }>(`SELECT name FROM access_tokens ORDER BY created_at, id LIMIT ${NAMED_TOKENS}`)).rows.map((row) => row.name)
     : Array(await count('generated_access_token')).fill('initial-admin') as string[]
   const marker = tables.has('store_copy') ? (await client.query<MarkerRow>(`SELECT ${MARKER_COLUMNS} FROM store_copy`)).rows[0] : undefined
+  const changeLogHead = tables.has('change_log_head')
+    ? (await client.query<{ head: bigint }>('SELECT head FROM change_log_head WHERE singleton = 1')).rows[0]?.head ?? 0n
+    : 0n
   return {
     schemaVersion,
     ...(marker === undefined ? {} : { marker: markerOfRow(marker) }),
     plants: await count('plants'),
     tokens: await count('access_tokens') + await count('generated_access_token'),
     tokenNames,
-    subscriptions: await count('webhook_subscriptions')
+    subscriptions: await count('webhook_subscriptions'),
+    changeLogHead
   }
 }

@@ -4,7 +4,7 @@ import { BIGINT_AS_BIGINT } from './connection.js'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
 import { StoreUnavailableError } from '../plant-store.js'
 import { assertCopiableSchema, type CopyConnectionOptions, type StoreSnapshot } from '../store-copy.js'
-import { selectedColumn, type Cell, type ColumnType, type StoreRow, type StoreTable } from '../store-rows.js'
+import { isInSchema, keyColumn, selectedColumn, storeTable, type Cell, type ColumnType, type StoreRow, type StoreTable } from '../store-rows.js'
 
 /** The newest schema this release knows. */
 export const KNOWN_VERSION = latestVersion(postgresMigrations)
@@ -32,14 +32,25 @@ export async function openPostgresSnapshot (url: string, options: CopyConnection
   }
   return {
     async page (table, after, limit) {
+      if (!isInSchema(table, schemaVersion)) return []
+      const [columns, key] = [selectList(table, schemaVersion), keyColumn(table)]
       const { rows } = await query<unknown[]>(client, after === undefined
-        ? { text: `SELECT ${selectList(table, schemaVersion)} FROM ${table.name} ORDER BY id LIMIT $1`, values: [limit], rowMode: 'array' }
-        : { text: `SELECT ${selectList(table, schemaVersion)} FROM ${table.name} WHERE id > $1 ORDER BY id LIMIT $2`, values: [encodeCell(after), limit], rowMode: 'array' })
+        ? { text: `SELECT ${columns} FROM ${table.name} ORDER BY ${key} LIMIT $1`, values: [limit], rowMode: 'array' }
+        : { text: `SELECT ${columns} FROM ${table.name} WHERE ${key} > $1 ORDER BY ${key} LIMIT $2`, values: [encodeCell(after), limit], rowMode: 'array' })
       return rows.map((row) => decodeRow(table, row))
     },
     async count (table) {
+      if (!isInSchema(table, schemaVersion)) return 0
       const { rows } = await query<{ count: bigint }>(client, { text: `SELECT count(*) AS count FROM ${table.name}` })
       return Number(rows[0]?.count ?? 0)
+    },
+    async changeLogBounds () {
+      if (!isInSchema(storeTable('plant_changes'), schemaVersion)) return { head: 0n, prunedThrough: 0n }
+      const { rows } = await query<{ head: bigint, through: bigint }>(client, {
+        text: 'SELECT (SELECT head FROM change_log_head WHERE singleton = 1) AS head, (SELECT through FROM change_log_pruned WHERE singleton = 1) AS through'
+      })
+      const bounds = rows[0] as { head: bigint, through: bigint }
+      return { head: bounds.head, prunedThrough: bounds.through }
     },
     async close () {
       await client.end().catch(() => {})

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { openSqliteDatabase } from './connection.js'
 import Database, { type SqliteDatabase } from './driver.js'
 import { BUSY_TIMEOUT_MS, columnList, decodeRow, encodeRow, KNOWN_VERSION, StatementCache, timeText } from './store-rows.js'
-import { writtenRow, writtenTable } from '../store-rows.js'
+import { keyColumn, writtenRow, writtenTable } from '../store-rows.js'
 import { SchemaTooNewError } from '../migration.js'
 import { MARKER_COLUMNS, markerOfRow, markerValues, NAMED_TOKENS, type CopyTarget, type MarkerRow, type TargetBatch, type TargetState } from '../store-copy.js'
 
@@ -15,7 +15,7 @@ export function sqliteCopyTarget (file: string): CopyTarget {
   let batch: TargetBatch | undefined
   return {
     async inspect () {
-      return existsSync(file) ? inspectSqliteStore(file) : { schemaVersion: 0, plants: 0, tokens: 0, tokenNames: [], subscriptions: 0 }
+      return existsSync(file) ? inspectSqliteStore(file) : { schemaVersion: 0, plants: 0, tokens: 0, tokenNames: [], subscriptions: 0, changeLogHead: 0n }
     },
     async prepare () {
       db = openSqliteDatabase(file, { busyTimeoutMs: BUSY_TIMEOUT_MS })
@@ -59,7 +59,7 @@ function sqliteBatch (statements: StatementCache): TargetBatch {
       for (const row of rows) insert.run(...encodeRow(table, row).slice(1))
     },
     async stored (table, keys) {
-      const select = statements.get(`${table.name} by id`, `SELECT ${columnList(table)} FROM ${table.name} WHERE id = ?`)
+      const select = statements.get(`${table.name} by key`, `SELECT ${columnList(table)} FROM ${table.name} WHERE ${keyColumn(table)} = ?`)
       return keys.flatMap((key) => (select.all(key) as unknown[][]).map((row) => decodeRow(table, row)))
     },
     async storedAlike (table, row) {
@@ -82,6 +82,16 @@ function sqliteBatch (statements: StatementCache): TargetBatch {
     },
     async announceTokenChange () {
       statements.get('advance revision', 'UPDATE access_token_revision SET revision = revision + 1 WHERE singleton = 1').run()
+    },
+    // The batch holds the database's write lock: no other connection numbers a change meanwhile.
+    async changeLogHead () {
+      const [head] = statements.get('change log head', 'SELECT head FROM change_log WHERE singleton = 1').get() as [bigint]
+      return head
+    },
+    async continueChangeLog ({ head, prunedThrough }) {
+      statements.get('continue change log', `UPDATE change_log SET head = max(head, ?), pruned_through = max(pruned_through, ?)
+        WHERE singleton = 1`).run(head, prunedThrough)
+      statements.get('remove pruned changes', 'DELETE FROM plant_changes WHERE seq <= (SELECT pruned_through FROM change_log WHERE singleton = 1)').run()
     }
   }
 }
@@ -102,13 +112,15 @@ function inspectSqliteStore (file: string): TargetState {
       ? db.prepare(`SELECT name FROM access_tokens ORDER BY created_at, id LIMIT ${NAMED_TOKENS}`).pluck().all() as string[]
       : Array(count('generated_access_token')).fill('initial-admin') as string[]
     const marker = tables.has('store_copy') ? db.prepare(`SELECT ${MARKER_COLUMNS} FROM store_copy`).get() as MarkerRow | undefined : undefined
+    const changeLogHead = tables.has('change_log') ? db.prepare('SELECT head FROM change_log WHERE singleton = 1').pluck().get() as bigint : 0n
     return {
       schemaVersion,
       ...(marker === undefined ? {} : { marker: markerOfRow(marker) }),
       plants: count('plants'),
       tokens: count('access_tokens') + count('generated_access_token'),
       tokenNames,
-      subscriptions: count('webhook_subscriptions')
+      subscriptions: count('webhook_subscriptions'),
+      changeLogHead
     }
   } finally {
     db.close()

@@ -2,7 +2,7 @@ import Database, { type SqliteDatabase, type Statement } from './driver.js'
 import { sqliteMigrations } from './migrations.js'
 import { latestVersion } from '../migration.js'
 import { assertCopiableSchema, type StoreSnapshot } from '../store-copy.js'
-import { selectedColumn, type Cell, type StoreRow, type StoreTable } from '../store-rows.js'
+import { isInSchema, keyColumn, selectedColumn, storeTable, type Cell, type StoreRow, type StoreTable } from '../store-rows.js'
 
 /** A copy waits this long for another connection's lock (a backup, a checkpoint) before it gives up. */
 export const BUSY_TIMEOUT_MS = 5000
@@ -30,14 +30,21 @@ export function openSqliteSnapshot (file: string): StoreSnapshot {
   const statements = new StatementCache(db)
   return {
     async page (table, after, limit) {
+      if (!isInSchema(table, schemaVersion)) return []
       const columns = table.columns.map((column) => selectedColumn(column, schemaVersion)).join(', ')
+      const key = keyColumn(table)
       const rows = after === undefined
-        ? statements.get(`${table.name} first`, `SELECT ${columns} FROM ${table.name} ORDER BY id LIMIT ?`).all(limit)
-        : statements.get(`${table.name} after`, `SELECT ${columns} FROM ${table.name} WHERE id > ? ORDER BY id LIMIT ?`).all(after, limit)
+        ? statements.get(`${table.name} first`, `SELECT ${columns} FROM ${table.name} ORDER BY ${key} LIMIT ?`).all(limit)
+        : statements.get(`${table.name} after`, `SELECT ${columns} FROM ${table.name} WHERE ${key} > ? ORDER BY ${key} LIMIT ?`).all(after, limit)
       return (rows as unknown[][]).map((row) => decodeRow(table, row))
     },
     async count (table) {
-      return Number(db.prepare(`SELECT count(*) FROM ${table.name}`).pluck().get())
+      return isInSchema(table, schemaVersion) ? Number(db.prepare(`SELECT count(*) FROM ${table.name}`).pluck().get()) : 0
+    },
+    async changeLogBounds () {
+      if (!isInSchema(storeTable('plant_changes'), schemaVersion)) return { head: 0n, prunedThrough: 0n }
+      const [head, prunedThrough] = statements.get('change log bounds', 'SELECT head, pruned_through FROM change_log WHERE singleton = 1').get() as [bigint, bigint]
+      return { head, prunedThrough }
     },
     async close () {
       if (db.open) db.close()
