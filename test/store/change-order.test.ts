@@ -207,7 +207,7 @@ describe('The change feed on PostgreSQL, with transactions committing out of the
       new FeedReader(storeFeed(a), 1, 'on A, 1 a page'), new FeedReader(storeFeed(b), 3, 'on B, 3 a page'),
       new FeedReader(storeFeed(c), 10, 'on C, 10 a page'), new FeedReader(storeFeed(c), 100, 'on C, 100 a page')
     ]
-    const state = { writing: true }
+    const state = { writing: true, writersDone: false }
     const answers: string[] = []
     const evidence = { numberedAfterOthers: 0, heldWithWaiters: 0, rolledBackWithWaiters: 0 }
     const committedPlants: PlantRecord[] = []
@@ -221,12 +221,13 @@ describe('The change feed on PostgreSQL, with transactions committing out of the
       }
     })
     const writers = Promise.all([
-      ...[0, 1, 2].map((worker) => storeWorker(a, `A${worker}`, 100 + worker, 40)),
-      ...[0, 1, 2].map((worker) => storeWorker(b, `B${worker}`, 200 + worker, 40)),
-      ...[0, 1].map((worker) => httpWorker(service.baseUrl, `S${worker}`, 300 + worker, 30, answers))
-    ])
+      ...[0, 1, 2].map((worker) => storeWorker(a, `A${worker}`, 100 + worker, 30)),
+      ...[0, 1, 2].map((worker) => storeWorker(b, `B${worker}`, 200 + worker, 30)),
+      ...[0, 1].map((worker) => httpWorker(service.baseUrl, `S${worker}`, 300 + worker, 25, answers))
+    ]).finally(() => { state.writersDone = true })
+    // Their first rounds meet the writers at once; no round starts once the writers are done.
     const holders = [0, 1, 2].map(async (holder) => {
-      for (let round = 0; round < 4 && state.writing; round++) {
+      for (let round = 0; round < 4 && !state.writersDone; round++) {
         const plants = [0, 1].map((offset) => ({ id: BigInt(10_000 + holder * 100 + round * 10 + offset), name: `held ${holder}.${round}.${offset}` }))
         const transaction = await begin(raw, `holder ${holder}`)
         await transaction.insert(plants)
@@ -258,9 +259,12 @@ describe('The change feed on PostgreSQL, with transactions committing out of the
         await pause(10 + holder * 7)
       }
     })
-    await Promise.all([writers, ...holders])
-    state.writing = false
-    await Promise.all(following)
+    try {
+      await Promise.all([writers, ...holders])
+    } finally {
+      state.writing = false
+      await Promise.all(following)
+    }
     for (const reader of readers) await reader.drain()
 
     // Assert
