@@ -299,8 +299,12 @@ async function recordEvents (client: pg.PoolClient, changes: readonly PendingCha
   })
 }
 
-/** The change log half: the batch's changes, in order (RECORD_CHANGES). */
-async function recordChanges (client: pg.PoolClient, changes: readonly PendingChange[]): Promise<void> {
+/**
+ * The change log half: the batch's changes, in order (RECORD_CHANGES), as the last statement of the
+ * transaction on `client`. Exported for the test that makes transactions commit out of the order they
+ * began in (test/store/change-order.test.ts): it numbers its own transactions with this very statement.
+ */
+export async function recordChanges (client: pg.PoolClient, changes: readonly PendingChange[]): Promise<void> {
   await client.query({
     ...RECORD_CHANGES,
     values: [
