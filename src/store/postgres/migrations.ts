@@ -181,7 +181,8 @@ export const postgresMigrations: ReadonlyArray<Migration<pg.PoolClient, Promise<
     // statement and holds that row locked until it commits, so numbers are taken in commit order on every
     // instance and a reader never sees a change while one with a smaller seq can still commit (write-batch.ts).
     // type: 1 created, 2 updated, 3 deleted; name and tag are the plant after the change (no name: deleted);
-    // left_tag its tag before, only where that differs. committed_at is milliseconds since the epoch.
+    // left_tag its tag before, only where that differs. committed_at is milliseconds since the epoch, by the
+    // server's clock, kept growing with seq by change_log_head.committed_at.
     // change_log_pruned is a row of its own so that pruning never waits for the head's lock.
     sql: `
       CREATE TABLE plant_changes (
@@ -198,10 +199,11 @@ export const postgresMigrations: ReadonlyArray<Migration<pg.PoolClient, Promise<
       CREATE INDEX plant_changes_tag ON plant_changes (tag, seq) WHERE tag IS NOT NULL;
       CREATE INDEX plant_changes_left_tag ON plant_changes (left_tag, seq) WHERE left_tag IS NOT NULL;
       CREATE TABLE change_log_head (
-        singleton SMALLINT PRIMARY KEY CHECK (singleton = 1),
-        head      BIGINT NOT NULL
+        singleton    SMALLINT PRIMARY KEY CHECK (singleton = 1),
+        head         BIGINT NOT NULL,
+        committed_at BIGINT NOT NULL
       );
-      INSERT INTO change_log_head (singleton, head) VALUES (1, 0);
+      INSERT INTO change_log_head (singleton, head, committed_at) VALUES (1, 0, 0);
       CREATE TABLE change_log_pruned (
         singleton SMALLINT PRIMARY KEY CHECK (singleton = 1),
         through   BIGINT NOT NULL

@@ -49,16 +49,21 @@ const INSERT_OUTBOX = {
 /**
  * The batch's changes, numbered after the head, which the statement moves and keeps locked until the
  * transaction ends: so changes are numbered in commit order across every instance (no reader can see a
- * number while a smaller one may still commit), with no number skipped. It runs last, to hold the lock
+ * number while a smaller one may still commit), with no number skipped. The commit time is the database
+ * server's clock once the lock is held, never below the previous one's: `at` grows with `seq` whatever the
+ * instances' clocks. It runs last, to hold the lock
  * for the commit's round trip and no more, and its NOTIFY wakes the change streams of every instance.
  */
 const RECORD_CHANGES = {
   name: 'plantstore-record-changes',
-  text: `WITH head AS (UPDATE change_log_head SET head = head + $1 WHERE singleton = 1 RETURNING head),
+  text: `WITH head AS (
+           UPDATE change_log_head SET head = head + $1,
+             committed_at = greatest(committed_at, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+           WHERE singleton = 1 RETURNING head, committed_at),
          recorded AS (
            INSERT INTO plant_changes (seq, plant_id, type, name, tag, left_tag, committed_at, made_by)
-           SELECT head.head - $1 + c.n, c.plant_id, c.type, c.name, c.tag, c.left_tag, $2, c.made_by
-           FROM head, unnest($3::bigint[], $4::smallint[], $5::text[], $6::text[], $7::text[], $8::text[])
+           SELECT head.head - $1 + c.n, c.plant_id, c.type, c.name, c.tag, c.left_tag, head.committed_at, c.made_by
+           FROM head, unnest($2::bigint[], $3::smallint[], $4::text[], $5::text[], $6::text[], $7::text[])
              WITH ORDINALITY AS c (plant_id, type, name, tag, left_tag, made_by, n))
          SELECT pg_notify('plantstore_changes', head::text) FROM head`
 }
@@ -308,7 +313,7 @@ export async function recordChanges (client: pg.PoolClient, changes: readonly Pe
   await client.query({
     ...RECORD_CHANGES,
     values: [
-      changes.length, Date.now(), changes.map((change) => change.id.toString()), changes.map(changeTypeCode),
+      changes.length, changes.map((change) => change.id.toString()), changes.map(changeTypeCode),
       changes.map((change) => change.after?.name ?? null), changes.map((change) => change.after?.tag ?? null), changes.map(leftTagOf),
       changes.map((change) => change.by)
     ]

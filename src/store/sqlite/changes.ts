@@ -2,7 +2,7 @@ import type { SqliteDatabase, Statement } from './driver.js'
 import { asUnavailable } from './transient-errors.js'
 import type { SqliteWriter } from './writer.js'
 import {
-  changeOfRow, CODE_OF_TYPE, type ChangeSignal, type ChangeFeedRequest, type ChangeLog, type ChangeRow, type HistoryRequest
+  changeOfRow, CODE_OF_TYPE, type ChangeSignal, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeRow, type HistoryRequest
 } from '../change-log.js'
 
 interface PageParameters { readonly tag?: string, readonly after: bigint, readonly limit: number }
@@ -55,7 +55,8 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
       return (extentRow.get() as { head: bigint }).head
     },
     read (request: ChangeFeedRequest) {
-      return read(() => {
+      // One read transaction, so the pruned mark, the first change and the page are one snapshot.
+      return read(db.transaction((): ChangeFeedPage => {
         const { after, limit, tag, types } = request
         const extent = extentRow.get() as { pruned_through: bigint }
         if (after < extent.pruned_through) return { status: 'expired' }
@@ -65,7 +66,7 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
         const codes = types === undefined ? undefined : [...new Set(types.map((type) => CODE_OF_TYPE[type]))].sort()
         const rows = pageStatement(tag !== undefined, codes).all(tag === undefined ? { after, limit } : { tag, after, limit })
         return { status: 'page', changes: rows.map(changeOfRow) }
-      })
+      }))
     },
     async history ({ id, before, limit }: HistoryRequest) {
       const rows = before === undefined ? newestOfPlant.all(id, limit) : olderOfPlant.all(id, before, limit)

@@ -34,6 +34,7 @@ export function prepareRestore (backupPath: string, copyPath: string): PreparedR
     if (notAStore !== undefined) throw new Error(`cannot restore ${backupPath}: ${notAStore}`)
     const backupVersion = schemaVersion(db)
     migrate(db)
+    skipPastLostChanges(db)
     return { contents: contentsOf(db), backupVersion }
   } catch (error) {
     // SQLite's words for a file it cannot read (SQLITE_CORRUPT, SQLITE_NOTADB), with the backup's path.
@@ -44,6 +45,22 @@ export function prepareRestore (backupPath: string, copyPath: string): PreparedR
   } finally {
     db?.close()
   }
+}
+
+/**
+ * How far a restore moves the change log's head: more changes than a store makes between a backup and its
+ * restore, so no `seq` a client saw before the restore is ever given to another change.
+ */
+export const RESTORE_SEQ_GAP = 2n ** 32n
+
+/**
+ * A restore goes back in time: changes made after the backup were read by clients under numbers the
+ * restored log would otherwise give to other changes, and a client resuming from one would miss those
+ * silently. So the head moves RESTORE_SEQ_GAP up and every resume point below it is expired (410: read the
+ * plants again), as etcd marks its revisions compacted on restore. The kept changes stay in histories.
+ */
+function skipPastLostChanges (db: SqliteDatabase): void {
+  db.prepare('UPDATE change_log SET head = head + ?, pruned_through = head + ? WHERE singleton = 1').run(RESTORE_SEQ_GAP, RESTORE_SEQ_GAP)
 }
 
 /** The first problem `PRAGMA quick_check` finds (and whether there are more); undefined for `ok`. */
