@@ -9,16 +9,23 @@
  * The contract lets `seq` skip numbers, but every backend numbers without gaps (a rolled-back write takes
  * none), so the exact numbers expected here also prove that a write recorded nothing more.
  */
+import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { describe, expect, it } from 'vitest'
-import { backends, bearer, buildTestApp, expectError, postPlant, sharedTestApp } from '../helpers/app.js'
+import pg from 'pg'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import Database from '../../src/store/sqlite/driver.js'
+import { openPostgresStore } from '../../src/store/postgres/store.js'
+import { openSqliteStore } from '../../src/store/sqlite/store.js'
+import type { PlantStore } from '../../src/store/plant-store.js'
+import { backends, bearer, buildTestApp, expectError, postPlant, sharedTestApp, temporaryFolder, TEST_POSTGRES_OPTIONS } from '../helpers/app.js'
 import {
   created, deleted, expectPage, expectStatuses, headOf, nextLink, page, patch, put, read, remove, untilPast, updated, withoutPruning
 } from '../helpers/changes.js'
+import { createTestDatabase } from '../helpers/postgres-database.js'
 
 const MAX = '9223372036854775807'
 const MIN = '-9223372036854775808'
-const EXPIRED = (after: bigint | number) => `changes after seq ${after} are no longer kept (CHANGES_RETENTION): read the plants again ` +
+const EXPIRED = (after: bigint | number | string) => `changes after seq ${after} are no longer kept (CHANGES_RETENTION): read the plants again ` +
   '(GET /plants/changes/head, then the plants, then the changes after that head)'
 
 const batch = (app: FastifyInstance, operations: unknown) => app.inject({
@@ -384,5 +391,50 @@ describe.each(backends)('The head and the resume points of the change feed on $n
     expectError(await read(app, '/plants/changes?after=0&type=plant.updated'), 410, EXPIRED(0))
     expectPage(await read(app, '/plants/changes?after=1'), { body: '[]', link: nextLink('after=1&limit=100'), from: 0, to: 0 })
     expect(await store.changes.extent()).toEqual({ head: 1n, kept: 1, oldestSeq: 1n })
+  })
+})
+
+/**
+ * A store whose log has reached `seq` 2^53 + 1, every change before pruned, as after years of writes: set
+ * in its tables, since no test can write that many changes.
+ */
+const PAST_DOUBLES = 9007199254740993n
+const storesPastDoubles: Array<[string, () => Promise<PlantStore>]> = [
+  ['sqlite', async () => {
+    const file = join(temporaryFolder(), 'plants.db')
+    const store = openSqliteStore(file)
+    const db = new Database(file)
+    db.prepare('UPDATE change_log SET head = ?, pruned_through = ? WHERE singleton = 1').run(PAST_DOUBLES, PAST_DOUBLES)
+    db.close()
+    return store
+  }],
+  ['postgres', async () => {
+    const url = await createTestDatabase()
+    const store = await openPostgresStore(url, TEST_POSTGRES_OPTIONS)
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    onTestFinished(() => client.end())
+    await client.query('UPDATE change_log_head SET head = $1', [String(PAST_DOUBLES)])
+    await client.query('UPDATE change_log_pruned SET through = $1', [String(PAST_DOUBLES)])
+    return store
+  }]
+]
+
+describe.each(storesPastDoubles)('Seq numbers past 2^53 on %s', (_backend, open) => {
+  it('writes and reads every seq with every digit: the feed, its Link, the head, a history, the 410\'s message', async () => {
+    const app = await buildTestApp({ store: await open() })
+    const from = Date.now()
+    await expectStatuses([() => postPlant(app, { id: 1, name: 'Fern' }), 200], [() => patch(app, '1', { tag: 'old' }), 200])
+    const to = Date.now()
+
+    expectPage(await read(app, `/plants/changes?after=${PAST_DOUBLES}`), {
+      body: page(created(9007199254740994n, '{"id":1,"name":"Fern"}'), updated(9007199254740995n, '{"id":1,"name":"Fern","tag":"old"}')),
+      link: nextLink('after=9007199254740995&limit=100'),
+      from,
+      to
+    })
+    expect((await read(app, '/plants/changes/head')).body).toBe('{"seq":9007199254740995}')
+    expect((await read(app, '/plants/1/history?limit=1')).headers.link).toBe('</plants/1/history?after=9007199254740995&limit=1>; rel="next"')
+    expectError(await read(app, '/plants/changes?after=9007199254740992'), 410, EXPIRED('9007199254740992'))
   })
 })
