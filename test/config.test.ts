@@ -3,13 +3,14 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { digestToken } from '../src/auth/tokens.js'
-import { ConfigError, DEFAULT_WEBHOOK_CONFIG, InvalidConfigError, loadConfig } from '../src/config.js'
+import { ConfigError, DEFAULT_CHANGES_CONFIG, DEFAULT_WEBHOOK_CONFIG, InvalidConfigError, loadConfig } from '../src/config.js'
 import { temporaryFolder } from './helpers/app.js'
 
 const DATABASE_URL_RULE = 'DATABASE_URL must be "memory:", "sqlite:<file path>" or "postgres://user:password@host:port/database"'
 const MULTI_HOST_RULE = 'DATABASE_URL names several PostgreSQL hosts (a libpq host list or target_session_attrs), which the driver does not follow: ' +
   'name one address that always leads to the primary (a DNS name, a virtual IP or a proxy)'
 const CORS_ORIGINS_RULE = 'CORS_ORIGINS must be "*" or comma-separated origins like https://app.example.com (no path or trailing slash)'
+const CHANGES_RETENTION_RULE = 'CHANGES_RETENTION must be a duration such as 90s, 15m, 36h or 30d (at most 3650d)'
 const TRUST_PROXY_RULE = 'TRUST_PROXY must be "true", "false", or comma-separated proxy addresses or CIDRs (or loopback, linklocal, uniquelocal)'
 
 describe('Configuration from the environment', () => {
@@ -36,8 +37,10 @@ describe('Configuration from the environment', () => {
       tracing: false,
       otlpProtocol: 'http/protobuf',
       corsOrigins: [],
-      trustProxy: false
+      trustProxy: false,
+      changes: DEFAULT_CHANGES_CONFIG
     })
+    expect(DEFAULT_CHANGES_CONFIG).toEqual({ retentionMs: 30 * 24 * 3600_000, streamsMax: 1000 })
     expect(DEFAULT_WEBHOOK_CONFIG).toEqual({
       deliver: true,
       allowPrivateNetworks: false,
@@ -53,6 +56,7 @@ describe('Configuration from the environment', () => {
     expect(Object.isFrozen(config)).toBe(true)
     expect(Object.isFrozen(config.webhooks)).toBe(true)
     expect(Object.isFrozen(config.corsOrigins)).toBe(true)
+    expect(Object.isFrozen(config.changes)).toBe(true)
   })
 
   it('reads every variable', () => {
@@ -84,7 +88,9 @@ describe('Configuration from the environment', () => {
       METRICS_PORT: '9100',
       OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
       CORS_ORIGINS: 'https://app.example.com, http://localhost:5173',
-      TRUST_PROXY: '10.0.0.0/8'
+      TRUST_PROXY: '10.0.0.0/8',
+      CHANGES_RETENTION: '36h',
+      CHANGES_STREAMS_MAX: '50'
     }, true)
 
     expect(config).toEqual({
@@ -117,7 +123,8 @@ describe('Configuration from the environment', () => {
       tracing: true,
       otlpProtocol: 'http/protobuf',
       corsOrigins: ['https://app.example.com', 'http://localhost:5173'],
-      trustProxy: '10.0.0.0/8'
+      trustProxy: '10.0.0.0/8',
+      changes: { retentionMs: 36 * 3600_000, streamsMax: 50 }
     })
   })
 
@@ -170,7 +177,9 @@ describe('Configuration from the environment', () => {
     ['TRUST_PROXY', '10.0.0.0/33', `${TRUST_PROXY_RULE}, got "10.0.0.0/33"`],
     ['TRUST_PROXY', '10.0.0.0/8,', `${TRUST_PROXY_RULE}, got "10.0.0.0/8,"`],
     ['TRUST_PROXY', 'proxy.internal', `${TRUST_PROXY_RULE}, got "proxy.internal"`],
-    ['TRUST_PROXY', '::1/129', `${TRUST_PROXY_RULE}, got "::1/129"`]
+    ['TRUST_PROXY', '::1/129', `${TRUST_PROXY_RULE}, got "::1/129"`],
+    ['CHANGES_RETENTION', '30', `${CHANGES_RETENTION_RULE}, got "30"`],
+    ['CHANGES_STREAMS_MAX', '-1', 'CHANGES_STREAMS_MAX must be a whole number from 0 to 100000, got "-1"']
   ])('stops on a bad %s=%j with one line naming it', (variable, value, message) => {
     const [problem] = problemsOf({ [variable]: value })
 
@@ -345,6 +354,42 @@ describe('Metrics, tracing, CORS and proxy settings', () => {
     ['loopback,uniquelocal,linklocal', 'loopback,uniquelocal,linklocal']
   ])('reads TRUST_PROXY=%j', (value, trustProxy) => {
     expect(loadConfig({ TRUST_PROXY: value }, false).trustProxy).toBe(trustProxy)
+  })
+})
+
+describe('Change log settings', () => {
+  it.each([
+    ['90s', 90_000],
+    ['1s', 1000],
+    ['15m', 900_000],
+    ['36h', 129_600_000],
+    ['30d', 2_592_000_000],
+    ['3650d', 315_360_000_000],
+    ['87600h', 315_360_000_000]
+  ])('reads CHANGES_RETENTION=%s as %i ms', (value, retentionMs) => {
+    expect(loadConfig({ CHANGES_RETENTION: value }, false).changes.retentionMs).toBe(retentionMs)
+  })
+
+  it('keeps the default, 30 days, when CHANGES_RETENTION is empty', () => {
+    expect(loadConfig({ CHANGES_RETENTION: '' }, false).changes.retentionMs).toBe(2_592_000_000)
+  })
+
+  it.each(['30', 'd', '0s', '0d', '030d', '-1d', '1.5h', '30 d', ' 30d', '30d ', '30D', '1w', '2y', '30ms', '3651d', '1000000000s', 'P30D'])(
+    'stops on CHANGES_RETENTION=%j with its one line', (value) => {
+      const problems = problemsOf({ CHANGES_RETENTION: value })
+
+      expect(problems.map((problem) => [problem.variable, problem.message])).toEqual([['CHANGES_RETENTION', `${CHANGES_RETENTION_RULE}, got ${JSON.stringify(value)}`]])
+    })
+
+  it.each([['0', 0], ['1', 1], ['1000', 1000], ['100000', 100_000]])('reads CHANGES_STREAMS_MAX=%s (0: no live stream, each a 503)', (value, streamsMax) => {
+    expect(loadConfig({ CHANGES_STREAMS_MAX: value }, false).changes.streamsMax).toBe(streamsMax)
+  })
+
+  it.each(['-1', '100001', '1e3', '10.5', 'many', 'unlimited'])('stops on CHANGES_STREAMS_MAX=%j with its one line', (value) => {
+    const problems = problemsOf({ CHANGES_STREAMS_MAX: value })
+
+    expect(problems.map((problem) => [problem.variable, problem.message]))
+      .toEqual([['CHANGES_STREAMS_MAX', `CHANGES_STREAMS_MAX must be a whole number from 0 to 100000, got ${JSON.stringify(value)}`]])
   })
 })
 

@@ -123,8 +123,14 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     const id = BigInt(request.params.id)
     const before = request.query.after === undefined ? undefined : BigInt(request.query.after)
     const limit = request.query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(request.query.limit)
-    const changes = await store.changes.history({ id, before, limit: limit + 1 })
-    if (changes.length === 0 && before === undefined && await store.get(id) === undefined) throw plantNotFound(id)
+    // As the feed, never a change past the retention, pruned or not yet: the oldest, so they end a history.
+    const keptSince = Date.now() - retentionMs
+    const changes = (await store.changes.history({ id, before, limit: limit + 1 })).filter((change) => change.at >= keptSince)
+    if (changes.length === 0 && await store.get(id) === undefined) {
+      // Older than `after` there is none; a 404 still when there is no kept change at all.
+      const newest = before === undefined ? undefined : (await store.changes.history({ id, limit: 1 }))[0]
+      if (newest === undefined || newest.at < keptSince) throw plantNotFound(id)
+    }
     const page = changes.slice(0, limit)
     if (changes.length > limit) reply.header('link', `</plants/${id}/history?after=${(page.at(-1) as { seq: bigint }).seq}&limit=${limit}>; rel="next"`)
     return sendJson(reply, `[${page.map(historyChangeJson).join(',')}]`)

@@ -122,6 +122,7 @@ export const openApiDocument = fp(async function openApiDocument (app: FastifyIn
       webhooks,
       tags: [
         { name: 'plants', description: 'The plant store' },
+        { name: 'changes', description: 'Every write in commit order: pages to poll, a live stream (Server-Sent Events), the head, and each plant\'s history (scope `plants:read`)' },
         { name: 'tokens', description: 'Access tokens: create, list and revoke them (scope `admin`)' },
         { name: 'webhooks', description: 'Webhook subscriptions (scope `admin`), their delivery attempts, and the signed events posted to them' },
         { name: 'export', description: 'Every plant as NDJSON, for backups and moves between stores (scope `admin`)' },

@@ -40,8 +40,8 @@ describe('The OpenAPI document', () => {
     const { components } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
 
     expect(Object.keys(components.schemas).sort()).toEqual([
-      'AccessToken', 'BatchDelete', 'BatchPatch', 'BatchPost', 'BatchPut', 'BatchRequest', 'BatchResult', 'BatchResults', 'CreatedAccessToken', 'CreatedWebhookSubscription', 'DeliveryAttempt', 'Error', 'Health', 'NewAccessToken',
-      'NewPlant', 'NewWebhookSubscription', 'Plant', 'PlantPatch', 'PlantReplacement', 'RotatedWebhookSecret', 'StoredPlant',
+      'AccessToken', 'BatchDelete', 'BatchPatch', 'BatchPost', 'BatchPut', 'BatchRequest', 'BatchResult', 'BatchResults', 'Change', 'ChangeHead', 'CreatedAccessToken', 'CreatedWebhookSubscription', 'DeliveryAttempt', 'Error', 'Health', 'NewAccessToken',
+      'NewPlant', 'NewWebhookSubscription', 'Plant', 'PlantHistoryChange', 'PlantPatch', 'PlantReplacement', 'RotatedWebhookSecret', 'StoredPlant',
       'WebhookSecretRotation', 'WebhookSubscription', 'WebhookSubscriptionStatus'
     ])
     expect(components.schemas.StoredPlant.required).toEqual(['id', 'name'])
@@ -65,6 +65,9 @@ describe('The OpenAPI document', () => {
     ['/plants/{id}', 'put', 'replacePlant', 'plants', 'plants:write', ['200', '201', '400', '401', '403', '412', '413', '414', '415', '429', '500', '503'], 'StoredPlant'],
     ['/plants/{id}', 'patch', 'updatePlant', 'plants', 'plants:write', ['200', '400', '401', '403', '404', '412', '413', '414', '415', '429', '500', '503'], 'StoredPlant'],
     ['/plants/{id}', 'delete', 'deletePlant', 'plants', 'plants:write', ['204', '400', '401', '403', '404', '412', '413', '414', '415', '429', '500', '503'], undefined],
+    ['/plants/changes', 'get', 'listChanges', 'changes', 'plants:read', ['200', '400', '401', '403', '410', '429', '500', '503'], undefined],
+    ['/plants/changes/head', 'get', 'getChangeHead', 'changes', 'plants:read', ['200', '400', '401', '403', '429', '500', '503'], 'ChangeHead'],
+    ['/plants/{id}/history', 'get', 'getPlantHistory', 'changes', 'plants:read', ['200', '400', '401', '403', '404', '414', '429', '500', '503'], undefined],
     ['/admin/tokens', 'post', 'createAccessToken', 'tokens', 'admin', ['201', '400', '401', '403', '409', '413', '415', '429', '500', '503'], 'CreatedAccessToken'],
     ['/admin/tokens', 'get', 'listAccessTokens', 'tokens', 'admin', ['200', '400', '401', '403', '429', '500', '503'], undefined],
     ['/admin/tokens/{id}', 'get', 'getAccessToken', 'tokens', 'admin', ['200', '400', '401', '403', '404', '414', '429', '500', '503'], 'AccessToken'],
@@ -121,6 +124,31 @@ describe('The OpenAPI document', () => {
     expect(paths['/plants'].get.responses['200'].content['application/json'].schema).toEqual({
       type: 'array', items: { $ref: '#/components/schemas/StoredPlant' }, description: expect.any(String)
     })
+  })
+
+  it('documents the change feed: its filters and Last-Event-ID, a page of changes or an event stream with its Link, each history change with who made it', async () => {
+    const app = shared()
+    const { paths, components, tags } = (await app.inject({ method: 'GET', url: '/openapi.json' })).json()
+    const feed = paths['/plants/changes'].get
+    const history = paths['/plants/{id}/history'].get
+
+    expect(tags).toContainEqual({ name: 'changes', description: expect.stringContaining('commit order') })
+    expect(feed.parameters.map((parameter: { in: string, name: string }) => `${parameter.in} ${parameter.name}`))
+      .toEqual(['query after', 'query limit', 'query tag', 'query type', 'header accept', 'header last-event-id'])
+    expect(feed.parameters.find((parameter: { name: string }) => parameter.name === 'after').schema).toEqual({ type: 'integer', format: 'int64', minimum: 0 })
+    expect(feed.parameters.find((parameter: { name: string }) => parameter.name === 'last-event-id').schema).toEqual({ type: 'integer', format: 'int64', minimum: 0 })
+    expect(Object.keys(feed.responses['200'].headers)).toEqual(['Link'])
+    expect(Object.keys(feed.responses['200'].content)).toEqual(['application/json', 'text/event-stream'])
+    expect(feed.responses['200'].content['application/json'].schema.items).toEqual({ $ref: '#/components/schemas/Change' })
+    expect(Object.keys(feed.responses['503'].headers)).toEqual(['Retry-After'])
+    expect(history.parameters.map((parameter: { in: string, name: string }) => `${parameter.in} ${parameter.name}`)).toEqual(['query after', 'query limit', 'path id'])
+    expect(Object.keys(history.responses['200'].headers)).toEqual(['Link'])
+    expect(history.responses['200'].content['application/json'].schema.items).toEqual({ $ref: '#/components/schemas/PlantHistoryChange' })
+    expect(components.schemas.Change.required).toEqual(['seq', 'type', 'id', 'at'])
+    expect(components.schemas.Change.properties.type.enum).toEqual(['plant.created', 'plant.updated', 'plant.deleted'])
+    expect(components.schemas.Change.properties.at).toMatchObject({ type: 'string', format: 'date-time' })
+    expect(components.schemas.PlantHistoryChange.required).toEqual(['seq', 'type', 'id', 'at', 'by'])
+    expect(components.schemas.ChangeHead.properties.seq).toMatchObject({ type: 'integer', format: 'int64' })
   })
 
   it('documents the webhook subscription operations: the secret-bearing 201, the uuid id, the deliveries page and its Link', async () => {

@@ -215,6 +215,29 @@ describe.each(backends)('Metrics on $name', (backend) => {
     expect(valueOf(delivered, 'plantstore_webhook_delivery_duration_seconds')).toBe(2)
     await expect.poll(async () => valueOf(await scrape(delivering.url), 'plantstore_webhook_backlog_events')).toBe(0)
   })
+
+  it('shows the change log: changes kept, the oldest kept seq and the head, after writes and after pruning', async () => {
+    let store: PlantStore | undefined
+    const { app, url } = await appWithMetrics(async () => (store = await backend.open()))
+    const changeLog = async () => {
+      const scraped = await scrape(url)
+      const names = ['plantstore_changes_kept', 'plantstore_changes_oldest_kept_seq', 'plantstore_changes_head_seq', 'plantstore_change_streams_open']
+      expect(names.filter((name) => scraped.families.get(name)?.metrics.length !== 1), 'gauges without their one sample').toEqual([])
+      return names.map((name) => valueOf(scraped, name))
+    }
+    const fresh = await changeLog()
+    for (const id of [1, 2, 3]) expect((await postPlant(app, { id, name: `p${id}` })).statusCode).toBe(200)
+    expect((await app.inject({ method: 'DELETE', url: '/plants/2', headers: bearer() })).statusCode).toBe(204)
+    const written = await changeLog()
+
+    // The two oldest changes, as a round of retention prunes them.
+    expect(await store?.changes.prune(Date.now() + 60_000, 2)).toBe(2)
+    const pruned = await changeLog()
+    expect(await store?.changes.prune(Date.now() + 60_000, 1000)).toBe(2)
+    const allPruned = await changeLog()
+
+    expect({ fresh, written, pruned, allPruned }).toEqual({ fresh: [0, 0, 0, 0], written: [4, 1, 4, 0], pruned: [2, 3, 4, 0], allPruned: [0, 0, 4, 0] })
+  })
 })
 
 describe('Metrics of an unavailable store and of shed requests', () => {
