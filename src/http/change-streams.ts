@@ -8,9 +8,9 @@ const READ_PAGE = 1000
 /** How often the follower reads the log without a wake (other processes' writes, a pooler without LISTEN). */
 const POLL_MS = 1000
 /** How often streams are checked: their tokens, and whether a keep-alive is due. */
-const TICK_MS = 500
+export const TICK_MS = 500
 /** An idle stream gets a comment line this often at most; the tick makes it at least every 15 s. */
-const KEEP_ALIVE_MS = 14_000
+export const KEEP_ALIVE_MS = 14_000
 /** A stream whose client does not read is closed once this much waits to be sent to it (it resumes with Last-Event-ID). */
 export const MAX_BUFFERED_BYTES = 128 * 1024
 /** What a stream's first lines tell an EventSource: reconnect after 2 s. */
@@ -34,9 +34,9 @@ export interface ChangeStreamsOptions {
   readonly max: number
   readonly logger: FastifyBaseLogger
   readonly observer?: ChangeStreamObserver | undefined
-  readonly pollMs?: number
-  readonly keepAliveMs?: number
-  readonly maxBufferedBytes?: number
+  readonly pollMs?: number | undefined
+  readonly keepAliveMs?: number | undefined
+  readonly maxBufferedBytes?: number | undefined
 }
 
 /** A request for a stream: where it starts, what it wants, and whether its token is still good. */
