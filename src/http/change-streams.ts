@@ -16,6 +16,9 @@ export const MAX_BUFFERED_BYTES = 128 * 1024
 /** What a stream's first lines tell an EventSource: reconnect after 2 s. */
 const STREAM_PREAMBLE = 'retry: 2000\n\n'
 
+/** Lets the event loop run (sockets write, other requests go on) before going on. */
+const nextTurn = () => new Promise<void>((resolve) => { setImmediate(resolve) })
+
 /** What the metrics learn of the streams. */
 export interface ChangeStreamObserver {
   /** Called with a function that counts the open streams. */
@@ -185,6 +188,11 @@ export class ChangeStreams {
         this.send(stream, page)
         if (page.length < READ_PAGE && reachedByRead > stream.after) stream.after = reachedByRead
         if (stream.after >= (this.position ?? stream.after)) break
+        // Paced by the client: the next page is read once this one is on its way (a client that does not
+        // read is cut by the next write, or by the keep-alive).
+        await this.untilSent(stream.response)
+        if (!this.streams.has(stream)) return
+        if (stream.after >= (this.position ?? stream.after)) break
         reachedByRead = this.position ?? stream.after
         const next = await this.options.changes.read(this.readRequest(stream.after, stream.filter))
         if (next.status === 'expired') {
@@ -226,6 +234,8 @@ export class ChangeStreams {
           this.fanOut(changes)
           this.position = (changes.at(-1) as ChangeRecord).seq
           if (changes.length < READ_PAGE) break
+          // The sockets send what they were given (Node sends a response's writes of one turn together) before the next page.
+          await nextTurn()
         }
       } while (this.readAgain)
     } catch (error) {
@@ -256,10 +266,36 @@ export class ChangeStreams {
     if (text !== '') this.write(stream, text)
   }
 
+  /**
+   * Writes to the stream, unless more than the bound of what it was given before still waits to be
+   * sent: then its client does not read, and is cut. What one write adds is never held against it (a
+   * page of changes may pass the bound by itself, and Node sends the writes of one turn together), so
+   * a stream holds at most the bound and one page.
+   */
   private write (stream: OpenStream, text: string): void {
+    if (stream.response.writableLength > this.maxBufferedBytes) {
+      this.end(stream, 'slow_client')
+      return
+    }
     stream.response.write(text)
     stream.lastWriteAt = Date.now()
-    if (stream.response.writableLength > this.maxBufferedBytes) this.end(stream, 'slow_client')
+  }
+
+  /** Resolves once the response has sent what waits past the bound (or closed); else on the next turn. */
+  private async untilSent (response: ServerResponse): Promise<void> {
+    if (response.writableLength <= this.maxBufferedBytes || response.destroyed) {
+      await nextTurn()
+      return
+    }
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        response.off('drain', done)
+        response.off('close', done)
+        resolve()
+      }
+      response.on('drain', done)
+      response.on('close', done)
+    })
   }
 
   private tick (): void {
