@@ -120,6 +120,13 @@ export class ChangeStreams {
         status: 'ready',
         start: (response) => {
           this.opening--
+          // The service began to stop, or the client left, while the stream was being prepared: it ends at once.
+          if (this.closed || response.destroyed) {
+            response.end()
+            response.socket?.end()
+            this.stopIfIdle()
+            return
+          }
           const stream: OpenStream = { response, filter: request.filter, stillAuthorized: request.stillAuthorized, after, live: false, lastWriteAt: Date.now() }
           this.streams.add(stream)
           response.on('close', () => { this.remove(stream, 'client') })
