@@ -107,8 +107,11 @@ export class ChangeStreams {
     this.opening++
     let pending = true
     try {
+      const following = this.position !== undefined
       const position = await this.follow()
-      const after = request.after ?? position
+      // "At the head": after every change committed so far, which a running follower may not have read yet
+      // (another instance's, until its NOTIFY or the next poll), lest the stream start with older changes.
+      const after = request.after ?? (following ? await this.options.changes.head() : position)
       let backlog: readonly ChangeRecord[] = []
       if (after < position) {
         const page = await this.options.changes.read(this.readRequest(after, request.filter))
