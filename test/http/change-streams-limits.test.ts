@@ -134,6 +134,19 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
     expect(seqsOf(await resumed.waitForEvents(1))).toEqual([head + 1])
   })
 
+  it('given a malformed Last-Event-ID, then the answer is a 400 before any stream, and no slot is taken', async () => {
+    const { baseUrl } = await listeningApp({ changes: { streamsMax: 1 } })
+
+    for (const lastEventId of ['-1', '01', '1.0', '9223372036854775808', 'x']) {
+      const refused = await openChangeStream(baseUrl, '', { 'last-event-id': lastEventId })
+      const body = await refused.body()
+      expect({ lastEventId, status: refused.status, type: refused.headers['content-type'] })
+        .toEqual({ lastEventId, status: 400, type: 'application/json; charset=utf-8' })
+      expect(JSON.parse(body)).toMatchObject({ error: 400 })
+    }
+    await openLiveStream(baseUrl, '', { 'last-event-id': '9223372036854775807' })
+  })
+
   it('given CHANGES_STREAMS_MAX streams open, when one more opens, then it is a 503 with Retry-After, and once a stream closes a new one opens', async () => {
     const { baseUrl } = await listeningApp({ changes: { streamsMax: 2 } })
     const first = await openLiveStream(baseUrl)
