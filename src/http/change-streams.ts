@@ -239,12 +239,17 @@ export class ChangeStreams {
           if (page.status === 'expired') {
             // Pruned past the follower: its streams would miss changes. They end and resume, and hear 410.
             for (const stream of [...this.streams]) this.end(stream, 'expired')
-            this.position = await this.options.changes.head()
+            const head = await this.options.changes.head()
+            // (Unless the follower stopped with its last stream, or started again meanwhile.)
+            if (this.position === position) this.position = head
             return
           }
           const { changes } = page
           if (changes.length === 0) break
           this.fanOut(changes)
+          // Ending a stream (a slow client) may have stopped the follower with the last one: it must stay
+          // stopped, or the next stream would take it for running, and nothing would feed it.
+          if (this.position !== position) return
           this.position = (changes.at(-1) as ChangeRecord).seq
           if (changes.length < READ_PAGE) break
           // The sockets send what they were given (Node sends a response's writes of one turn together) before the next page.

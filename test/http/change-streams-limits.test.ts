@@ -134,6 +134,24 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
     expect(seqsOf(await resumed.waitForEvents(1))).toEqual([head + 1])
   })
 
+  it('given a follower whose next changes are pruned before it reads them, then its streams end (to resume and hear the 410), and the next stream is fed', async () => {
+    const held = storeWithHeldReads()
+    const { app, baseUrl } = await listeningApp({ store: held.store, changes: { retentionMs: 200 }, config: { metrics: true } })
+    const stream = await openLiveStream(baseUrl)
+    held.hold()
+    await putPlant(app, 1, { name: 'Pruned before the follower reads it' })
+    await held.reading
+    await expect.poll(async () => (await held.store.changes.extent()).kept, { timeout: 10_000, interval: 100 }).toBe(0)
+
+    held.release()
+
+    await endedWithin(stream, performance.now(), 2000)
+    expect(await closedStreams(app, 'expired')).toBe(1)
+    const next = await openLiveStream(baseUrl)
+    await putPlant(app, 2, { name: 'After the prune' })
+    expect((await next.waitForEvents(1, 5000)).map((event) => JSON.parse(event.data).id)).toEqual([2])
+  })
+
   it('given a malformed Last-Event-ID, then the answer is a 400 before any stream, and no slot is taken', async () => {
     const { baseUrl } = await listeningApp({ changes: { streamsMax: 1 } })
 
@@ -222,7 +240,7 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
     expect(await closedStreams(app, 'slow_client')).toBe(0)
   })
 
-  it('given a client that stops reading, when changes go on, then the server cuts its connection, counts a slow_client close, and the client gets no more than it could buffer', async () => {
+  it('given a client that stops reading, when changes go on, then the server cuts its connection, counts a slow_client close, the client gets no more than it could buffer, and the next stream is fed', async () => {
     const { app, baseUrl } = await listeningApp({ config: { metrics: true, batchBodyLimit: 4 * 1024 * 1024 } })
     const { socket, received, closed } = await rawStream(Number(new URL(baseUrl).port))
     socket.pause()
@@ -241,6 +259,11 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
     await closed
     const eventsReceived = received().split('\nevent: ').length - 1
     expect(eventsReceived).toBeLessThan(batches * 1000)
+
+    // The cut stream was the only one: the next stream is fed as usual.
+    const next = await openLiveStream(baseUrl)
+    await putPlant(app, 5000, { name: 'After the cut' })
+    expect((await next.waitForEvents(1, 5000)).map((event) => JSON.parse(event.data).id)).toEqual([5000])
   })
 
   it('given 200 open streams, when the app closes, then close resolves within 2 s and every client sees its stream end', async () => {
