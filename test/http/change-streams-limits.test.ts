@@ -5,6 +5,7 @@
  * close of the app with many streams open, and streams that the client or the stop overtakes while
  * they are being prepared.
  */
+import { request as httpRequest } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -163,6 +164,27 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
       expect(JSON.parse(body)).toMatchObject({ error: 400 })
     }
     await openLiveStream(baseUrl, '', { 'last-event-id': '9223372036854775807' })
+  })
+
+  it('given HEAD asking for the event stream, then the answer is the stream\'s head at once, and no stream is opened', async () => {
+    const { app, baseUrl } = await listeningApp({ changes: { streamsMax: 1 }, config: { metrics: true } })
+
+    const answer = await new Promise<{ status: number, type: string | undefined, cacheControl: string | undefined, body: string }>((resolve, reject) => {
+      const request = httpRequest(`${baseUrl}/plants/changes`, { method: 'HEAD', agent: false, headers: { accept: 'text/event-stream', ...bearer() } }, (response) => {
+        let body = ''
+        response.on('data', (chunk: Buffer) => { body += chunk.toString() })
+        response.on('end', () => {
+          resolve({ status: response.statusCode ?? 0, type: response.headers['content-type'], cacheControl: response.headers['cache-control'], body })
+        })
+      })
+      request.setTimeout(5000, () => { request.destroy(new Error('no answer to HEAD within 5 s')) })
+      request.on('error', reject)
+      request.end()
+    })
+
+    expect(answer).toEqual({ status: 200, type: 'text/event-stream; charset=utf-8', cacheControl: 'no-store', body: '' })
+    expect(await metricValue(app, 'plantstore_change_streams_open')).toBe(0)
+    await openLiveStream(baseUrl)
   })
 
   it('given CHANGES_STREAMS_MAX streams open, when one more opens, then it is a 503 with Retry-After, and once a stream closes a new one opens', async () => {
