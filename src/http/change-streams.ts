@@ -11,7 +11,10 @@ const POLL_MS = 1000
 export const TICK_MS = 500
 /** An idle stream gets a comment line this often at most; the tick makes it at least every 15 s. */
 export const KEEP_ALIVE_MS = 14_000
-/** A stream whose client does not read is closed once this much waits to be sent to it (it resumes with Last-Event-ID). */
+/**
+ * A stream whose client does not read is closed once more than this, of what it was given before, still
+ * waits to be sent when more comes (it resumes with Last-Event-ID): it holds at most this and one page.
+ */
 export const MAX_BUFFERED_BYTES = 128 * 1024
 /** What a stream's first lines tell an EventSource: reconnect after 2 s. */
 const STREAM_PREAMBLE = 'retry: 2000\n\n'
@@ -66,7 +69,8 @@ interface OpenStream {
  * when the store tells of a commit (`ChangeLog.watch`: this process's writes, other instances' NOTIFYs)
  * and every second, and writes each change to every live stream whose filter it passes: one read of the
  * database however many streams are open. A stream that starts behind the follower reads the log itself
- * until it has caught up, and joins it then. The follower runs only while a stream is open.
+ * until it has caught up, a page at a time as its client takes them, and joins it then. The follower runs
+ * only while a stream is open.
  */
 export class ChangeStreams {
   private readonly streams = new Set<OpenStream>()
