@@ -4,7 +4,7 @@ import { bearerAuthentication } from './auth/bearer.js'
 import { FailedAuthenticationLimit } from './auth/failed-authentication-limit.js'
 import type { JwtAccessTokens } from './auth/jwt/jwt-access-tokens.js'
 import type { AccessTokenRegistry } from './auth/token-registry.js'
-import { DEFAULT_CHANGES_CONFIG, DEFAULT_WEBHOOK_CONFIG, type Config, type WebhookConfig } from './config.js'
+import { DEFAULT_CHANGES_CONFIG, DEFAULT_WEBHOOK_CONFIG, type ChangesConfig, type Config, type WebhookConfig } from './config.js'
 import { shuttingDown } from './errors.js'
 import { adminRoutes } from './http/admin/routes.js'
 import { docsRoutes, openApiDocument } from './http/docs.js'
@@ -50,10 +50,15 @@ export const DEFAULT_BATCH_BODY_LIMIT = 1024 * 1024
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersMs: 10_000, requestMs: 30_000, keepAliveMs: 65_000 }
 
 export type AppConfig = Pick<Config, 'bodyLimit' | 'logLevel' | 'prettyLogs'> &
-  Partial<Pick<Config, 'batchBodyLimit' | 'changes' | 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
+  Partial<Pick<Config, 'batchBodyLimit' | 'rateLimitPerMinute' | 'authFailureLimitPerMinute' | 'maxEventLoopDelayMs' | 'maxInFlightRequests' | 'corsOrigins' | 'trustProxy'>> & {
     readonly timeouts?: ServerTimeouts
     /** DEFAULT_WEBHOOK_CONFIG when absent; `pollMs` is how often an idle dispatcher looks for due events. */
     readonly webhooks?: WebhookConfig & { readonly pollMs?: number }
+    /**
+     * DEFAULT_CHANGES_CONFIG when absent. For tests only: `keepAliveMs`, how long an idle stream waits for its
+     * comment line, and `pollMs`, how often the streams' follower reads the log without a wake.
+     */
+    readonly changes?: ChangesConfig & { readonly keepAliveMs?: number, readonly pollMs?: number }
     /** Whether to collect metrics (`app.metrics`; server.ts serves them on METRICS_PORT). Off when absent. */
     readonly metrics?: boolean
   }
@@ -162,11 +167,13 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   await app.register(validation)
   await app.register(openApiDocument, { version: SERVICE_VERSION, jwt: jwtAccessTokens?.settings })
 
-  const changesConfig = config.changes ?? DEFAULT_CHANGES_CONFIG
+  const changesConfig: NonNullable<AppConfig['changes']> = config.changes ?? DEFAULT_CHANGES_CONFIG
   const changeStreams = new ChangeStreams({
     changes: store.changes,
     retentionMs: changesConfig.retentionMs,
     max: changesConfig.streamsMax,
+    keepAliveMs: changesConfig.keepAliveMs,
+    pollMs: changesConfig.pollMs,
     logger: app.log,
     observer: metrics?.changeStreamObserver
   })

@@ -8,13 +8,19 @@ const READ_PAGE = 1000
 /** How often the follower reads the log without a wake (other processes' writes, a pooler without LISTEN). */
 const POLL_MS = 1000
 /** How often streams are checked: their tokens, and whether a keep-alive is due. */
-const TICK_MS = 500
+export const TICK_MS = 500
 /** An idle stream gets a comment line this often at most; the tick makes it at least every 15 s. */
-const KEEP_ALIVE_MS = 14_000
-/** A stream whose client does not read is closed once this much waits to be sent to it (it resumes with Last-Event-ID). */
+export const KEEP_ALIVE_MS = 14_000
+/**
+ * A stream whose client does not read is closed once more than this, of what it was given before, still
+ * waits to be sent when more comes (it resumes with Last-Event-ID): it holds at most this and one page.
+ */
 export const MAX_BUFFERED_BYTES = 128 * 1024
 /** What a stream's first lines tell an EventSource: reconnect after 2 s. */
 const STREAM_PREAMBLE = 'retry: 2000\n\n'
+
+/** Lets the event loop run (sockets write, other requests go on) before going on. */
+const nextTurn = () => new Promise<void>((resolve) => { setImmediate(resolve) })
 
 /** What the metrics learn of the streams. */
 export interface ChangeStreamObserver {
@@ -34,9 +40,9 @@ export interface ChangeStreamsOptions {
   readonly max: number
   readonly logger: FastifyBaseLogger
   readonly observer?: ChangeStreamObserver | undefined
-  readonly pollMs?: number
-  readonly keepAliveMs?: number
-  readonly maxBufferedBytes?: number
+  readonly pollMs?: number | undefined
+  readonly keepAliveMs?: number | undefined
+  readonly maxBufferedBytes?: number | undefined
 }
 
 /** A request for a stream: where it starts, what it wants, and whether its token is still good. */
@@ -63,7 +69,8 @@ interface OpenStream {
  * when the store tells of a commit (`ChangeLog.watch`: this process's writes, other instances' NOTIFYs)
  * and every second, and writes each change to every live stream whose filter it passes: one read of the
  * database however many streams are open. A stream that starts behind the follower reads the log itself
- * until it has caught up, and joins it then. The follower runs only while a stream is open.
+ * until it has caught up, a page at a time as its client takes them, and joins it then. The follower runs
+ * only while a stream is open.
  */
 export class ChangeStreams {
   private readonly streams = new Set<OpenStream>()
@@ -75,8 +82,8 @@ export class ChangeStreams {
   private reading = false
   private readAgain = false
   private ticker: NodeJS.Timeout | undefined
+  private poller: NodeJS.Timeout | undefined
   private unwatch: (() => void) | undefined
-  private lastPollAt = 0
   private closed = false
   private lastFailureLogAt = 0
   private readonly pollMs: number
@@ -104,8 +111,11 @@ export class ChangeStreams {
     this.opening++
     let pending = true
     try {
+      const following = this.position !== undefined
       const position = await this.follow()
-      const after = request.after ?? position
+      // "At the head": after every change committed so far, which a running follower may not have read yet
+      // (another instance's, until its NOTIFY or the next poll), lest the stream start with older changes.
+      const after = request.after ?? (following ? await this.options.changes.head() : position)
       let backlog: readonly ChangeRecord[] = []
       if (after < position) {
         const page = await this.options.changes.read(this.readRequest(after, request.filter))
@@ -117,6 +127,13 @@ export class ChangeStreams {
         status: 'ready',
         start: (response) => {
           this.opening--
+          // The service began to stop, or the client left, while the stream was being prepared: it ends at once.
+          if (this.closed || response.destroyed) {
+            response.end()
+            response.socket?.end()
+            this.stopIfIdle()
+            return
+          }
           const stream: OpenStream = { response, filter: request.filter, stillAuthorized: request.stillAuthorized, after, live: false, lastWriteAt: Date.now() }
           this.streams.add(stream)
           response.on('close', () => { this.remove(stream, 'client') })
@@ -145,8 +162,9 @@ export class ChangeStreams {
     this.starting ??= this.options.changes.head().then((head) => {
       this.position = head
       this.unwatch = this.options.changes.watch(() => { this.pump().catch(this.logFailure) })
-      this.lastPollAt = Date.now()
       this.ticker = setInterval(() => { this.tick() }, TICK_MS).unref()
+      // A timer of its own: on the tick's, a poll came up to a tick late (1.5 s, where 2 s is the promise).
+      this.poller = setInterval(() => { this.pump().catch(this.logFailure) }, this.pollMs).unref()
       return head
     }).finally(() => { this.starting = undefined })
     return this.starting
@@ -159,6 +177,8 @@ export class ChangeStreams {
   private stopFollowing (): void {
     clearInterval(this.ticker)
     this.ticker = undefined
+    clearInterval(this.poller)
+    this.poller = undefined
     this.unwatch?.()
     this.unwatch = undefined
     this.position = undefined
@@ -184,6 +204,11 @@ export class ChangeStreams {
       while (this.streams.has(stream)) {
         this.send(stream, page)
         if (page.length < READ_PAGE && reachedByRead > stream.after) stream.after = reachedByRead
+        if (stream.after >= (this.position ?? stream.after)) break
+        // Paced by the client: the next page is read once this one is on its way (a client that does not
+        // read is cut by the next write, or by the keep-alive).
+        await this.untilSent(stream.response)
+        if (!this.streams.has(stream)) return
         if (stream.after >= (this.position ?? stream.after)) break
         reachedByRead = this.position ?? stream.after
         const next = await this.options.changes.read(this.readRequest(stream.after, stream.filter))
@@ -218,14 +243,21 @@ export class ChangeStreams {
           if (page.status === 'expired') {
             // Pruned past the follower: its streams would miss changes. They end and resume, and hear 410.
             for (const stream of [...this.streams]) this.end(stream, 'expired')
-            this.position = await this.options.changes.head()
+            const head = await this.options.changes.head()
+            // (Unless the follower stopped with its last stream, or started again meanwhile.)
+            if (this.position === position) this.position = head
             return
           }
           const { changes } = page
           if (changes.length === 0) break
           this.fanOut(changes)
+          // Ending a stream (a slow client) may have stopped the follower with the last one: it must stay
+          // stopped, or the next stream would take it for running, and nothing would feed it.
+          if (this.position !== position) return
           this.position = (changes.at(-1) as ChangeRecord).seq
           if (changes.length < READ_PAGE) break
+          // The sockets send what they were given (Node sends a response's writes of one turn together) before the next page.
+          await nextTurn()
         }
       } while (this.readAgain)
     } catch (error) {
@@ -256,10 +288,36 @@ export class ChangeStreams {
     if (text !== '') this.write(stream, text)
   }
 
+  /**
+   * Writes to the stream, unless more than the bound of what it was given before still waits to be
+   * sent: then its client does not read, and is cut. What one write adds is never held against it (a
+   * page of changes may pass the bound by itself, and Node sends the writes of one turn together), so
+   * a stream holds at most the bound and one page.
+   */
   private write (stream: OpenStream, text: string): void {
+    if (stream.response.writableLength > this.maxBufferedBytes) {
+      this.end(stream, 'slow_client')
+      return
+    }
     stream.response.write(text)
     stream.lastWriteAt = Date.now()
-    if (stream.response.writableLength > this.maxBufferedBytes) this.end(stream, 'slow_client')
+  }
+
+  /** Resolves once the response has sent what waits past the bound (or closed); else on the next turn. */
+  private async untilSent (response: ServerResponse): Promise<void> {
+    if (response.writableLength <= this.maxBufferedBytes || response.destroyed) {
+      await nextTurn()
+      return
+    }
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        response.off('drain', done)
+        response.off('close', done)
+        resolve()
+      }
+      response.on('drain', done)
+      response.on('close', done)
+    })
   }
 
   private tick (): void {
@@ -267,10 +325,6 @@ export class ChangeStreams {
     for (const stream of this.streams) {
       if (!stream.stillAuthorized()) this.end(stream, 'token')
       else if (now - stream.lastWriteAt >= this.keepAliveMs) this.write(stream, ': keep-alive\n\n')
-    }
-    if (now - this.lastPollAt >= this.pollMs) {
-      this.lastPollAt = now
-      this.pump().catch(this.logFailure)
     }
   }
 

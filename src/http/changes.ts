@@ -25,6 +25,7 @@ export interface ChangesRoutesOptions {
 }
 
 const READ_SECURITY = bearerSecurity('plants:read')
+const EVENT_STREAM_TYPE = 'text/event-stream; charset=utf-8'
 const LINK = {
   Link: { type: 'string', description: 'RFC 8288 link to poll or read on: `</plants/changes?after=LAST&limit=N…>; rel="next"`, the filters kept' }
 } as const
@@ -80,6 +81,9 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     const { query } = request
     const filter: ChangeFilter = { tag: query.tag, types: query.type?.split(',') as ChangeType[] | undefined }
     if (wantsEventStream(request)) {
+      // HEAD gets a stream's head and no stream: Node never sends a HEAD answer's head before its end, so an
+      // opened stream would hold its client, and a CHANGES_STREAMS_MAX slot, with nothing sent.
+      if (request.method === 'HEAD') return reply.type(EVENT_STREAM_TYPE).header('cache-control', 'no-store').send()
       const lastEventId = request.headers['last-event-id']
       const after = lastEventId !== undefined ? BigInt(lastEventId) : query.after !== undefined ? BigInt(query.after) : undefined
       return await openStream(request, reply, after, filter)
@@ -151,7 +155,7 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     reply.hijack()
     reply.raw.writeHead(200, {
       ...reply.getHeaders() as OutgoingHttpHeaders,
-      'content-type': 'text/event-stream; charset=utf-8',
+      'content-type': EVENT_STREAM_TYPE,
       'cache-control': 'no-store',
       // Proxies that buffer answers (nginx) send each event at once.
       'x-accel-buffering': 'no'
