@@ -50,7 +50,7 @@ for (const { name, databaseUrl } of stores) {
       ])
       expect(byId(changes.slice(2).map(({ seq, ...change }) => change))).toEqual([
         { type: 'plant.created', id: -5n, plant: { id: -5n, name: 'Moss' }, by: 'cli' },
-        { type: 'plant.updated', id: 1n, plant: { id: 1n, name: 'Fern', tag: 'sun' }, by: 'cli' }
+        { type: 'plant.updated', id: 1n, plant: { id: 1n, name: 'Fern', tag: 'sun' }, by: 'cli', leftTag: 'shade' }
       ])
     })
   })
