@@ -78,7 +78,12 @@ describe('Following changes through a stream that breaks', () => {
     expect(requests.map((url) => url.search)).toEqual([
       `?after=${HEAD}`, `?after=${HEAD + 2n}`, `?after=${HEAD + 3n}`, `?after=${HEAD + 3n}`
     ])
-    expect(headers.map((sent) => [sent.accept, sent.authorization])).toEqual(Array(4).fill(['text/event-stream', 'Bearer pst_feed']))
+    expect(headers.map((sent) => [sent.accept, sent.authorization, sent['last-event-id']])).toEqual([
+      ['text/event-stream', 'Bearer pst_feed', `${HEAD}`],
+      ['text/event-stream', 'Bearer pst_feed', `${HEAD + 2n}`],
+      ['text/event-stream', 'Bearer pst_feed', `${HEAD + 3n}`],
+      ['text/event-stream', 'Bearer pst_feed', `${HEAD + 3n}`]
+    ])
   })
 
   it('sends the filters, and throws ChangesExpiredError on 410', async () => {

@@ -18,11 +18,11 @@ const HEALTHY_STREAM_MS = 15_000
  * `fetch`, so that the token travels in `Authorization` as on every call (`EventSource` cannot send it).
  *
  * Whenever the stream breaks (a network failure, a service restart, a stream the service closed, a 429
- * or 5xx answer) it is opened again after the last `seq` yielded, with `after` in the query: the API's
- * equivalent of `Last-Event-ID`, and one a browser sends to another origin without a CORS preflight
- * for a header the service does not allow. A change at or below that `seq` is never yielded again, so
- * each change is yielded once and in order. 410 (the changes after it are no longer kept) throws
- * ChangesExpiredError; other 4xx throw their PlantstoreError. Aborting `signal` ends the iteration.
+ * or 5xx answer) it is opened again after the last `seq` yielded, sent as `Last-Event-ID` (and as
+ * `after`, which the header overrides, so the URL in the service's log shows it too). A change at or
+ * below that `seq` is never yielded again, so each change is yielded once and in order. 410 (the
+ * changes after it are no longer kept) throws ChangesExpiredError; other 4xx throw their
+ * PlantstoreError. Aborting `signal` ends the iteration.
  */
 export async function * followChanges (transport: Transport, options: FollowOptions, head: () => Promise<bigint>): AsyncGenerator<Change, void, undefined> {
   const { signal } = options
@@ -36,7 +36,7 @@ export async function * followChanges (transport: Transport, options: FollowOpti
         method: 'GET',
         path: '/plants/changes',
         query: { after: last.toString(), tag: options.tag, type: options.types?.join(',') },
-        headers: { accept: 'text/event-stream' },
+        headers: { accept: 'text/event-stream', 'last-event-id': last.toString() },
         repeatable: true,
         signal
       })
