@@ -55,7 +55,7 @@ describe('The client in a browser', () => {
     expect(size).toBeLessThanOrEqual(BUNDLE_LIMIT_BYTES)
   })
 
-  it('creates a plant with an id above 2^53 from a page in Chromium, and reads and lists it back exactly', { timeout: 60_000 }, async () => {
+  it('creates a plant with an id above 2^53 from a page in Chromium, reads and lists it back exactly, and receives its change', { timeout: 60_000 }, async () => {
     const origin = await pageServer(await browserBundle('iife'))
     const app = await buildTestApp({ config: { corsOrigins: [origin] } })
     const baseUrl = await app.listen({ port: 0, host: '127.0.0.1' })
@@ -67,6 +67,9 @@ describe('The client in a browser', () => {
       const client = (globalThis as unknown as Record<string, typeof PlantstoreClient>)[globalName]!
       const ps = new client.Plantstore({ baseUrl, token })
       const id = 2n ** 53n + 1n
+      const following = new AbortController()
+      const changes = ps.changes.follow({ after: await ps.changes.head(), signal: following.signal })
+      const firstChange = changes.next()
       const created = await ps.plants.create({ id, name: 'Fern', tag: 'shade' })
       await ps.plants.create({ id: id + 1n, name: 'Moss', tag: 'shade' })
       const read = await ps.plants.get(id)
@@ -76,8 +79,11 @@ describe('The client in a browser', () => {
       const missing = await ps.plants.get(1).catch((error: unknown) => error instanceof client.PlantstoreError
         ? `${error.name} ${error.status} ${error.message} ${error.requestId === undefined ? 'without' : 'with'} request id`
         : String(error))
+      const { value: change } = await firstChange
+      following.abort()
       return {
         created: `${created.plant.id} ${created.etag === read.etag}`,
+        change: change === undefined ? 'none' : `${typeof change.seq} ${change.type} ${typeof change.id} ${change.id} ${change.plant?.name ?? '-'}`,
         patched: `${patched.plant.id} ${patched.plant.tag ?? '-'}`,
         listed,
         counted: await ps.plants.count({ tag: 'shade' }),
@@ -90,6 +96,7 @@ describe('The client in a browser', () => {
 
     expect(seen).toEqual({
       created: '9007199254740993 true',
+      change: 'bigint plant.created bigint 9007199254740993 Fern',
       patched: '9007199254740993 sun',
       listed: ['bigint 9007199254740993 Fern sun', 'bigint 9007199254740994 Moss shade'],
       counted: 1,
