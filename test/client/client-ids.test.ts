@@ -54,6 +54,16 @@ describe('Ids as the client takes them', () => {
   })
 })
 
+describe('The client\'s options', () => {
+  it('refuses a token no Authorization header can carry, and a base URL that is no URL', () => {
+    for (const token of ['', 'two words', 'line\nbreak', 'naïve']) {
+      expect(() => new Plantstore({ baseUrl: 'http://127.0.0.1:3000', token })).toThrow(new TypeError('token must be printable ASCII without spaces, as a bearer token is'))
+    }
+    expect(() => new Plantstore({ baseUrl: 'not a url', token: 't' })).toThrow(TypeError)
+    expect(() => new Plantstore({ baseUrl: 'http://127.0.0.1:3000', token: 't', retries: -1 })).toThrow(RangeError)
+  })
+})
+
 describe('JSON both ways', () => {
   it('writes bigints as exact JSON integers, and leaves undefined members out', () => {
     expect(jsonText({ id: -(2n ** 63n), name: 'a"b', tag: undefined, list: [1n, null, 'x'] }))

@@ -51,6 +51,8 @@ export class Transport {
   private readonly headers: Readonly<Record<string, string>>
 
   constructor (options: TransportOptions) {
+    // A token no header can carry would make every fetch fail as if the network had, and be retried.
+    if (!/^[\x21-\x7e]+$/.test(options.token)) throw new TypeError('token must be printable ASCII without spaces, as a bearer token is')
     this.base = new URL(options.baseUrl).href.replace(/\/+$/, '')
     this.fetch = options.fetch ?? ((url, init) => globalThis.fetch(url, init))
     this.headers = {
