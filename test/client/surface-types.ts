@@ -16,11 +16,11 @@ export async function surface (ps: Plantstore): Promise<void> {
   expectType<Equals<Plant, { id: bigint, name: string, tag?: string }>>()
   expectType<Equals<PlantAndEtag, { readonly plant: Plant, readonly etag: string }>>()
   expectType<Equals<Change, {
-    readonly seq: bigint
-    readonly type: 'plant.created' | 'plant.updated' | 'plant.deleted'
-    readonly id: bigint
-    readonly plant?: Plant
-    readonly at: string
+    seq: bigint
+    type: 'plant.created' | 'plant.updated' | 'plant.deleted'
+    id: bigint
+    plant?: Plant
+    at: string
   }>>()
   expectType<Equals<Omit<PlantChange, 'by'>, Omit<Change, never>>>()
   expectType<Equals<PlantChange['by'], string>>()

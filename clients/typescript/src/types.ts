@@ -63,24 +63,11 @@ export interface ListQuery extends CountQuery {
   readonly after?: PlantId | undefined
 }
 
-export type ChangeType = 'plant.created' | 'plant.updated' | 'plant.deleted'
-
-/** One committed change of one plant, as the changes feed gives it. */
-export interface Change {
-  /** Grows in commit order; numbers may be skipped. */
-  readonly seq: bigint
-  readonly type: ChangeType
-  readonly id: bigint
-  /** The plant after the change; absent for `plant.deleted`. */
-  readonly plant?: Plant
-  /** The commit time, RFC 3339 UTC with milliseconds. */
-  readonly at: string
-}
-
+/** One committed change of one plant: `seq` grows in commit order; `plant` is absent for `plant.deleted`. */
+export type Change = Schemas['Change']
+export type ChangeType = Change['type']
 /** A change in a plant's history: with `by`, the name of the token that made it. */
-export interface PlantChange extends Change {
-  readonly by: string
-}
+export type PlantChange = Schemas['PlantHistoryChange']
 
 export interface HistoryOptions extends CallOptions {
   /** Continue with the changes older than this `seq`. */

@@ -24,6 +24,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/plants/changes/head": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the change feed is now
+         * @description The greatest `seq` ever committed. To keep a copy of the store: read the head, then the plants (a listing or an export), then follow the changes after the head.
+         */
+        get: operations["getChangeHead"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/plants/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the changes after a seq, or follow them live
+         * @description Every write that changed a plant, in commit order: the changes with a `seq` greater than `after`, a page at a time. The `Link` header names the next page on every answer, an empty one included: poll it. With `Accept: text/event-stream` the answer is a live stream of Server-Sent Events instead (`id: <seq>`, `event: <type>`, `data: <the change>`), starting after `Last-Event-ID`, else after `after`, else at the head; a comment line at least every 15 s. A resume point whose next changes are no longer kept (CHANGES_RETENTION) is a 410: read the plants again.
+         */
+        get: operations["listChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/plants/{id}/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What became of a plant, and who did it
+         * @description The plant's kept changes, newest first, each with the name of the token that made it (`jwt:<sub>` for an identity provider's token, `cli` for a command). `Link` names the older ones while more exist. `[]` when the plant exists but none of its changes is kept; 404 when it does not exist and none is. A deleted plant's history stays readable for CHANGES_RETENTION: `PUT` its last version back to undelete it.
+         */
+        get: operations["getPlantHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/plants": {
         parameters: {
             query?: never;
@@ -245,6 +305,60 @@ export interface components {
             results: components["schemas"]["BatchResult"][];
         };
         /**
+         * Change
+         * @description A change of a plant: `plant` is the plant after it as `GET /plants/{id}` would show it, absent for `plant.deleted`.
+         * @example {
+         *       "seq": 1042,
+         *       "type": "plant.updated",
+         *       "id": 42,
+         *       "plant": {
+         *         "id": 42,
+         *         "name": "Fern",
+         *         "tag": "shade"
+         *       },
+         *       "at": "2026-11-27T17:00:00.123Z"
+         *     }
+         */
+        Change: {
+            /**
+             * Format: int64
+             * @description The change's number: unique, and growing in commit order (numbers may be skipped): a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly
+             * @example 10
+             */
+            seq: bigint;
+            /**
+             * @description What the change did
+             * @example plant.updated
+             * @enum {string}
+             */
+            type: "plant.created" | "plant.updated" | "plant.deleted";
+            /**
+             * Format: int64
+             * @description The id of the plant it changed: a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly
+             * @example 10
+             */
+            id: bigint;
+            plant?: components["schemas"]["StoredPlant"];
+            /**
+             * Format: date-time
+             * @description When the write committed, RFC 3339 UTC with milliseconds
+             * @example 2026-11-27T17:00:00.123Z
+             */
+            at: string;
+        };
+        /**
+         * ChangeHead
+         * @description Where the change feed is now: read the plants, then follow the changes after this `seq`.
+         */
+        ChangeHead: {
+            /**
+             * Format: int64
+             * @description The greatest `seq` ever committed (pruning never lowers it); 0 when none: a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly
+             * @example 10
+             */
+            seq: bigint;
+        };
+        /**
          * Error
          * @description The body of every error response; `error` always equals the HTTP status.
          */
@@ -298,6 +412,42 @@ export interface components {
              * @example tropical
              */
             tag?: string;
+        };
+        /**
+         * PlantHistoryChange
+         * @description A change in a plant's history: a `Change` and who made it.
+         */
+        PlantHistoryChange: {
+            /**
+             * Format: int64
+             * @description The change's number: unique, and growing in commit order (numbers may be skipped): a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly
+             * @example 10
+             */
+            seq: bigint;
+            /**
+             * @description What the change did
+             * @example plant.updated
+             * @enum {string}
+             */
+            type: "plant.created" | "plant.updated" | "plant.deleted";
+            /**
+             * Format: int64
+             * @description The id of the plant it changed: a 64-bit signed integer, -9223372036854775808 to 9223372036854775807, kept exactly
+             * @example 10
+             */
+            id: bigint;
+            plant?: components["schemas"]["StoredPlant"];
+            /**
+             * Format: date-time
+             * @description When the write committed, RFC 3339 UTC with milliseconds
+             * @example 2026-11-27T17:00:00.123Z
+             */
+            at: string;
+            /**
+             * @description Who made it: the name of the access token, `jwt:<sub>` for an identity provider's token, `cli` for a command
+             * @example ci-deploy
+             */
+            by: string;
         };
         /**
          * PlantPatch
@@ -525,6 +675,456 @@ export interface operations {
                      * @example {
                      *       "error": 415,
                      *       "message": "application/json bodies must be UTF-8"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set), or this client address had AUTH_FAILURE_LIMIT_PER_MINUTE failed authentications (401s) within a minute: then every request from it is refused, whatever its token, until the minute has passed. */
+            429: {
+                headers: {
+                    /** @description Seconds until the token or the address may send again */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 429,
+                     *       "message": "too many requests for this token, retry in 12 s"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; the message names the request id to quote to the operator. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 500,
+                     *       "message": "internal error; quote request id 3f1c2b7a-1d4e-4f5a-9b6c-7d8e9f0a1b2c to the operator"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Storage is unavailable, the service is overloaded, or it is shutting down; nothing was changed by this request. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 503,
+                     *       "message": "storage is unavailable, retry later; request id 3f1c2b7a-1d4e-4f5a-9b6c-7d8e9f0a1b2c"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getChangeHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The head */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeHead"];
+                };
+            };
+            /** @description The request is malformed: the body is not a JSON object or breaks a field rule, or a path or query value is not canonical. The message names the field and the rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 400,
+                     *       "message": "name must be at most 256 characters long"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No Bearer token, or one that is malformed, unknown, expired or revoked. */
+            401: {
+                headers: {
+                    /** @description Bearer realm="plantstore", with error="invalid_token" when a Bearer token was sent */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 401,
+                     *       "message": "the bearer token is missing, malformed or not accepted"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token is valid but lacks the scope this operation needs; nothing was done. */
+            403: {
+                headers: {
+                    /** @description Bearer realm="plantstore", error="insufficient_scope", scope="…", the scope being the one this operation needs (for example scope="plants:write") */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 403,
+                     *       "message": "this token lacks the scope \"plants:write\", which this operation needs"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set), or this client address had AUTH_FAILURE_LIMIT_PER_MINUTE failed authentications (401s) within a minute: then every request from it is refused, whatever its token, until the minute has passed. */
+            429: {
+                headers: {
+                    /** @description Seconds until the token or the address may send again */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 429,
+                     *       "message": "too many requests for this token, retry in 12 s"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; the message names the request id to quote to the operator. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 500,
+                     *       "message": "internal error; quote request id 3f1c2b7a-1d4e-4f5a-9b6c-7d8e9f0a1b2c to the operator"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Storage is unavailable, the service is overloaded, or it is shutting down; nothing was changed by this request. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 503,
+                     *       "message": "storage is unavailable, retry later; request id 3f1c2b7a-1d4e-4f5a-9b6c-7d8e9f0a1b2c"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listChanges: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The changes with a greater `seq` (default 0: from the oldest kept). A live stream starts at the head without it
+                 * @example 1042
+                 */
+                after?: bigint;
+                /**
+                 * @description How many changes a page holds at most
+                 * @example 100
+                 */
+                limit?: number;
+                /**
+                 * @description Only the changes of plants that had this tag before or after the change (0–256 Unicode code points, no U+0000 or unpaired surrogates; stored exactly as sent)
+                 * @example shade
+                 */
+                tag?: string;
+                /**
+                 * @description Only these types: a comma-separated subset of `plant.created`, `plant.updated`, `plant.deleted`
+                 * @example plant.created,plant.deleted
+                 */
+                type?: string;
+            };
+            header?: {
+                /** @description `text/event-stream` for a live stream (Server-Sent Events) instead of a page */
+                accept?: string;
+                /**
+                 * @description A reconnecting stream's last seen `seq`: the stream starts after it (it wins over `after`)
+                 * @example 1042
+                 */
+                "last-event-id"?: bigint;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of changes, possibly empty; or, with `Accept: text/event-stream`, the live stream */
+            200: {
+                headers: {
+                    /** @description RFC 8288 link to poll or read on: `</plants/changes?after=LAST&limit=N…>; rel="next"`, the filters kept */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Change"][];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The request is malformed: the body is not a JSON object or breaks a field rule, or a path or query value is not canonical. The message names the field and the rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 400,
+                     *       "message": "name must be at most 256 characters long"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No Bearer token, or one that is malformed, unknown, expired or revoked. */
+            401: {
+                headers: {
+                    /** @description Bearer realm="plantstore", with error="invalid_token" when a Bearer token was sent */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 401,
+                     *       "message": "the bearer token is missing, malformed or not accepted"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token is valid but lacks the scope this operation needs; nothing was done. */
+            403: {
+                headers: {
+                    /** @description Bearer realm="plantstore", error="insufficient_scope", scope="…", the scope being the one this operation needs (for example scope="plants:write") */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 403,
+                     *       "message": "this token lacks the scope \"plants:write\", which this operation needs"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Some change after this resume point is no longer kept (CHANGES_RETENTION): read the plants again (the head, then the plants, then the changes after that head). */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 410,
+                     *       "message": "changes after seq 1041 are no longer kept (CHANGES_RETENTION): read the plants again (GET /plants/changes/head, then the plants, then the changes after that head)"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This token sent more requests than RATE_LIMIT_PER_MINUTE allows (only when that limit is set), or this client address had AUTH_FAILURE_LIMIT_PER_MINUTE failed authentications (401s) within a minute: then every request from it is refused, whatever its token, until the minute has passed. */
+            429: {
+                headers: {
+                    /** @description Seconds until the token or the address may send again */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 429,
+                     *       "message": "too many requests for this token, retry in 12 s"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description An unexpected error; the message names the request id to quote to the operator. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 500,
+                     *       "message": "internal error; quote request id 3f1c2b7a-1d4e-4f5a-9b6c-7d8e9f0a1b2c to the operator"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Storage is unavailable, the service is overloaded or shutting down, or (a live stream) this instance has CHANGES_STREAMS_MAX streams open. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 503,
+                     *       "message": "this instance has 1000 change streams open, its most (CHANGES_STREAMS_MAX); retry later or poll GET /plants/changes"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getPlantHistory: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Continue with the changes older than this `seq` (from a `Link` header)
+                 * @example 1042
+                 */
+                after?: bigint;
+                /**
+                 * @description How many changes a page holds at most
+                 * @example 100
+                 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The id of the plant, in canonical decimal form
+                 * @example 10
+                 */
+                id: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plant's changes, newest first */
+            200: {
+                headers: {
+                    /** @description RFC 8288 link to the older changes: `</plants/{id}/history?after=SEQ&limit=N>; rel="next"` */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlantHistoryChange"][];
+                };
+            };
+            /** @description The request is malformed: the body is not a JSON object or breaks a field rule, or a path or query value is not canonical. The message names the field and the rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 400,
+                     *       "message": "name must be at most 256 characters long"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No Bearer token, or one that is malformed, unknown, expired or revoked. */
+            401: {
+                headers: {
+                    /** @description Bearer realm="plantstore", with error="invalid_token" when a Bearer token was sent */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 401,
+                     *       "message": "the bearer token is missing, malformed or not accepted"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The token is valid but lacks the scope this operation needs; nothing was done. */
+            403: {
+                headers: {
+                    /** @description Bearer realm="plantstore", error="insufficient_scope", scope="…", the scope being the one this operation needs (for example scope="plants:write") */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 403,
+                     *       "message": "this token lacks the scope \"plants:write\", which this operation needs"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No plant has this id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 404,
+                     *       "message": "no plant has id 10"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A path segment is longer than 100 characters (judged after authentication). */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 414,
+                     *       "message": "a path segment of the request URL is too long"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
