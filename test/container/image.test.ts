@@ -164,7 +164,7 @@ describe(`The container image ${IMAGE}`, () => {
     expect(scraped.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8')
     expect(text).toContain('http_request_duration_seconds_count{method="POST",route="/plants",status_code="200"} 1\n')
     expect(text).toContain('http_request_duration_seconds_count{method="GET",route="/plants/:id",status_code="200"} 1\n')
-    expect(text).toContain('plantstore_build_info{version="1.8.0"} 1\n')
+    expect(text).toContain('plantstore_build_info{version="1.9.0"} 1\n')
     expect(text).toContain('plantstore_store_up 1\n')
     expect(publicMetrics.status).toBe(404)
   })

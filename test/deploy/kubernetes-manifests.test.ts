@@ -259,7 +259,7 @@ describe.each(SETUPS)('deploy/kubernetes/%s', (setup) => {
 
   it('runs the image on port 3000, named http, and metrics on 9464, listening on every address', () => {
     const plantstore = container(setup)
-    expect(plantstore.image).toBe('plantstore:1.8.0')
+    expect(plantstore.image).toBe('plantstore:1.9.0')
     expect(plantstore.ports).toEqual([{ name: 'http', containerPort: 3000, protocol: 'TCP' }, { name: 'metrics', containerPort: 9464, protocol: 'TCP' }])
     expect(envValue(plantstore, 'PORT')).toBe('3000')
     expect(envValue(plantstore, 'METRICS_PORT')).toBe('9464')
