@@ -16,7 +16,7 @@ export const CULTIVARS = 300
 export const TAGS = 100
 
 /** A deterministic generator of 32-bit numbers (mulberry32). */
-function seeded (seed: number): () => number {
+export function seeded (seed: number): () => number {
   let state = seed >>> 0
   return () => {
     state = (state + 0x6D2B79F5) >>> 0

@@ -12,6 +12,7 @@
  * on a naive log numbered by a SEQUENCE and watches it skip, so the instrument can fail.
  */
 import pg from 'pg'
+import { seeded } from '../../bench/plant-catalog.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { TEST_POSTGRES_OPTIONS } from '../helpers/app.js'
 import { changeText, FeedReader, foldChanges, oneTo, storedPlants, storeFeed, wholeLog, type Numbered } from '../helpers/change-feed.js'
@@ -325,16 +326,10 @@ describe('Control: the same reader on a naive log numbered by a SEQUENCE (not th
 /** The ids the instances share, so that their writes meet. */
 const SHARED_IDS = 40
 
-/** A small seeded generator (mulberry32): the same mix of writes on every run; only their interleaving varies. */
-function seeded (seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6D2B79F5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
+/** A seeded generator of numbers in [0, 1): the same mix of writes on every run; only their interleaving varies. */
+function seededFraction (seed: number): () => number {
+  const random = seeded(seed)
+  return () => random() / 4294967296
 }
 
 function plantOf (document: string | undefined): PlantRecord | undefined {
@@ -345,7 +340,7 @@ function plantOf (document: string | undefined): PlantRecord | undefined {
 
 /** `count` writes of every kind, one after another, on the shared ids, through a store instance. */
 async function storeWorker (store: PlantStore, name: string, seed: number, count: number): Promise<void> {
-  const random = seeded(seed)
+  const random = seededFraction(seed)
   const pick = () => BigInt(1 + Math.floor(random() * SHARED_IDS))
   for (let step = 0; step < count; step++) {
     const id = pick()
@@ -381,7 +376,7 @@ async function planOn (store: PlantStore, ids: readonly bigint[], label: string)
 
 /** `count` writes of every kind through the service's HTTP API, batches included; each answer as `status body`. */
 async function httpWorker (baseUrl: string, name: string, seed: number, count: number, answers: string[]): Promise<void> {
-  const random = seeded(seed)
+  const random = seededFraction(seed)
   const pick = () => 1 + Math.floor(random() * SHARED_IDS)
   const send = async (method: string, path: string, body?: unknown, contentType = 'application/json') => {
     const response = await fetch(`${baseUrl}${path}`, {
