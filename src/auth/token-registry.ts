@@ -2,7 +2,7 @@ import { randomUUID, timingSafeEqual } from 'node:crypto'
 import {
   isLive, newestFirst, type AccessTokenRecord, type AccessTokenStore, type VerifiableAccessToken
 } from '../store/access-token-store.js'
-import { scopeSetOf, type ScopeSet } from './scope-sets.js'
+import { grants, scopeSetOf, type ScopeSet } from './scope-sets.js'
 import { canonicalScopes, SCOPES, type Scope } from '../store/scopes.js'
 import { digestToken, generateToken, type ConfiguredToken } from './tokens.js'
 
@@ -13,6 +13,11 @@ export interface TokenIdentity {
   readonly scopes: ScopeSet
   /** When the token stops being accepted, in milliseconds since the epoch; Infinity for never. */
   readonly expiresAtMs: number
+  /**
+   * A service token's SHA-256 in hex (absent for a JWT's identity): which secret this is, so that an entry
+   * of the token file replaced under the same name (or position) is another token.
+   */
+  readonly secretDigest?: string
 }
 
 export type TokenSource = 'store' | 'environment'
@@ -97,12 +102,14 @@ export class AccessTokenRegistry {
   }
 
   /**
-   * Whether this service token (not a JWT's identity) is still accepted: not revoked, not expired. A
-   * change stream asks it again and again while it is open.
+   * Whether this service token (not a JWT's identity) is still accepted with `scope`: the same secret,
+   * neither revoked nor expired nor removed from the token file, and still granted the scope. A change
+   * stream asks it again and again while it is open.
    */
-  accepts (identity: TokenIdentity): boolean {
+  accepts (identity: TokenIdentity, scope: Scope): boolean {
     const current = this.#byId.get(identity.id)
-    return current !== undefined && (current.expiresAtMs === Infinity || current.expiresAtMs > Date.now())
+    return current !== undefined && current.secretDigest === identity.secretDigest && grants(current.scopes, scope) &&
+      (current.expiresAtMs === Infinity || current.expiresAtMs > Date.now())
   }
 
   /** Whether any token is configured in the environment. */
@@ -256,7 +263,8 @@ export class AccessTokenRegistry {
         id: token.id,
         name: token.name,
         scopes: scopeSetOf(token.scopes),
-        expiresAtMs: token.expiresAt?.getTime() ?? Infinity
+        expiresAtMs: token.expiresAt?.getTime() ?? Infinity,
+        secretDigest: digest.toString('hex')
       }
       byDigest.set(digest.toString('latin1'), { identity, digest })
       byId.set(identity.id, identity)

@@ -324,7 +324,7 @@ export class ChangeStreams {
     const now = Date.now()
     for (const stream of this.streams) {
       if (!stream.stillAuthorized()) this.end(stream, 'token')
-      else if (now - stream.lastWriteAt >= this.keepAliveMs) this.write(stream, ': keep-alive\n\n')
+      else if (now - stream.lastWriteAt >= this.keepAliveMs) this.write(stream, keepAlive(stream))
     }
   }
 
@@ -353,4 +353,13 @@ export class ChangeStreams {
     this.lastFailureLogAt = now
     this.options.logger.warn(`change streams cannot read the change log (${(error as Error).message}); they stay open and go on once it answers`)
   }
+}
+
+/**
+ * A keep-alive comment; for a filtered stream also the `seq` it has read up to, as an event id without
+ * data, which moves a client's Last-Event-ID (an EventSource's too) past the changes it did not want, so a
+ * rare tag's resume point does not age past the retention.
+ */
+function keepAlive (stream: { readonly filter: ChangeFilter, readonly after: bigint }): string {
+  return stream.filter.tag === undefined && stream.filter.types === undefined ? ': keep-alive\n\n' : `: keep-alive\nid: ${stream.after}\n\n`
 }

@@ -2,7 +2,7 @@ import type { OutgoingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { AccessTokenRegistry } from '../auth/token-registry.js'
-import { changesExpired, plantNotFound, tooManyChangeStreams } from '../errors.js'
+import { changesExpired, invalidToken, plantNotFound, tooManyChangeStreams } from '../errors.js'
 import { DEFAULT_PAGE_SIZE, ref } from '../schemas/kinds.js'
 import { ChangeFeedHeaders, ChangeFeedQuery, ChangeHead, ChangePage, HistoryQuery, PlantHistoryPage } from '../schemas/changes.js'
 import { PlantIdParams } from '../schemas/plants.js'
@@ -145,10 +145,13 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     if (streams.full) throw tooManyChangeStreams(options.streamsMax)
     const identity = request.accessToken
     if (identity === null) throw new Error('a change stream opened without a token')
-    // A service token is asked about again and again (revoked, expired); an identity provider's JWT ends at its `exp`.
-    const stillAuthorized = options.accessTokens.accepts(identity)
-      ? () => options.accessTokens.accepts(identity)
-      : () => identity.expiresAtMs > Date.now()
+    // A service token is asked about again and again (revoked, replaced, its scope taken, expired); an
+    // identity provider's JWT, which cannot be revoked, ends at its `exp`.
+    const isJwt = identity.secretDigest === undefined
+    const stillAuthorized = isJwt
+      ? () => identity.expiresAtMs > Date.now()
+      : () => options.accessTokens.accepts(identity, 'plants:read')
+    if (!stillAuthorized()) throw invalidToken()
     const prepared = await streams.prepare({ after, filter, stillAuthorized })
     if (prepared.status === 'expired') throw changesExpired(after ?? 0n)
     leaveInFlight(request)

@@ -259,7 +259,8 @@ export class ServiceMetrics implements SheddingObserver {
     }
     this.gauge({
       name: 'plantstore_changes_kept',
-      help: 'Changes the change log keeps (CHANGES_RETENTION prunes older ones); NaN when the store does not answer',
+      help: 'Changes the feed serves, from the oldest kept seq to the head (CHANGES_RETENTION prunes older ones; a restore ' +
+        'serves none of the changes before it); NaN when the store does not answer',
       async collect () { this.set((await readExtent())?.kept ?? NaN) }
     })
     this.gauge({

@@ -38,14 +38,16 @@ const EXTENT = {
   text: 'SELECT (SELECT head FROM change_log_head WHERE singleton = 1) AS head, (SELECT through FROM change_log_pruned WHERE singleton = 1) AS pruned'
 }
 /**
- * One chunk of pruning: the oldest `$2` changes, through the last of them committed before `$1`. It
- * never touches the head's row, so writers do not wait for it.
+ * One chunk of pruning: of the oldest `$2` changes, those before the first one committed at `$1` or
+ * later. It never touches the head's row, so writers do not wait for it.
  */
 const PRUNE = {
   name: 'plantstore-prune-changes',
   text: `
-    WITH expired AS (
-           SELECT max(seq) AS through FROM (SELECT seq, committed_at FROM plant_changes ORDER BY seq LIMIT $2) oldest WHERE committed_at < $1),
+    WITH oldest AS (SELECT seq, committed_at FROM plant_changes ORDER BY seq LIMIT $2),
+         expired AS (
+           SELECT max(seq) AS through FROM oldest
+           WHERE seq < coalesce((SELECT min(seq) FROM oldest WHERE committed_at >= $1), 9223372036854775807)),
          deleted AS (DELETE FROM plant_changes WHERE seq <= (SELECT through FROM expired) RETURNING 1),
          moved AS (UPDATE change_log_pruned SET through = greatest(through, (SELECT through FROM expired))
                    WHERE singleton = 1 AND (SELECT through FROM expired) IS NOT NULL)

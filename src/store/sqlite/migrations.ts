@@ -197,7 +197,8 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
     // moves the head, which pruning never lowers. type: 1 created, 2 updated, 3 deleted; name and tag are
     // the plant after the change (no name: deleted); left_tag its tag before, only where that differs, so
     // that a tag's changes, the plants that left it included, are read from two partial indexes.
-    // committed_at is milliseconds since the epoch. pruned_through: every seq up to it is gone.
+    // committed_at is milliseconds since the epoch, never below the previous transaction's (change_log.committed_at).
+    // pruned_through: every seq up to it is gone.
     sql: `
       CREATE TABLE plant_changes (
         seq          INTEGER PRIMARY KEY,
@@ -215,9 +216,10 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
       CREATE TABLE change_log (
         singleton      INTEGER PRIMARY KEY CHECK (singleton = 1),
         head           INTEGER NOT NULL,
-        pruned_through INTEGER NOT NULL
+        pruned_through INTEGER NOT NULL,
+        committed_at   INTEGER NOT NULL
       ) STRICT;
-      INSERT INTO change_log (singleton, head, pruned_through) VALUES (1, 0, 0);
+      INSERT INTO change_log (singleton, head, pruned_through, committed_at) VALUES (1, 0, 0, 0);
     `
   }
 ]

@@ -15,8 +15,8 @@ export interface ChangeRecorder {
 }
 
 export function changeRecorder (db: SqliteDatabase): ChangeRecorder {
-  const readHead = db.prepare<[], bigint>('SELECT head FROM change_log WHERE singleton = 1').pluck().safeIntegers(true)
-  const moveHead = db.prepare<[bigint]>('UPDATE change_log SET head = ? WHERE singleton = 1')
+  const readHead = db.prepare<[], { head: bigint, committed_at: bigint }>('SELECT head, committed_at FROM change_log WHERE singleton = 1').safeIntegers(true)
+  const moveHead = db.prepare<[bigint, number]>('UPDATE change_log SET head = ?, committed_at = ? WHERE singleton = 1')
   const insert = db.prepare<[bigint, bigint, number, string | null, string | null, string | null, number, string]>(
     'INSERT INTO plant_changes (seq, plant_id, type, name, tag, left_tag, committed_at, made_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)')
   let startHead = 0n
@@ -24,15 +24,17 @@ export function changeRecorder (db: SqliteDatabase): ChangeRecorder {
   let at = 0
   return {
     begin () {
-      startHead = head = readHead.get() as bigint
-      at = Date.now()
+      const last = readHead.get() as { head: bigint, committed_at: bigint }
+      startHead = head = last.head
+      // Never before the last commit's time, whatever the clock did: `at` grows with `seq`.
+      at = Math.max(Date.now(), Number(last.committed_at))
     },
     record (change) {
       const { after } = change
       insert.run(++head, change.id, changeTypeCode(change), after?.name ?? null, after?.tag ?? null, leftTagOf(change), at, change.by)
     },
     finish () {
-      if (head !== startHead) moveHead.run(head)
+      if (head !== startHead) moveHead.run(head, at)
     }
   }
 }
@@ -42,13 +44,18 @@ export function changeRecorder (db: SqliteDatabase): ChangeRecorder {
  * them; how many it deleted. Its own short transaction, so writes wait for one chunk at most.
  */
 export function changePruning (db: SqliteDatabase): (argument: { readonly before: number, readonly limit: number }) => number {
-  const lastExpired = db.prepare<[number, number], bigint | null>(`
-    SELECT max(seq) FROM (SELECT seq, committed_at FROM plant_changes ORDER BY seq LIMIT ?) WHERE committed_at < ?`).pluck().safeIntegers(true)
+  const oldest = db.prepare<[number], { seq: bigint, committed_at: bigint }>(
+    'SELECT seq, committed_at FROM plant_changes ORDER BY seq LIMIT ?').safeIntegers(true)
   const remove = db.prepare<[bigint]>('DELETE FROM plant_changes WHERE seq <= ?')
   const movePruned = db.prepare<[bigint]>('UPDATE change_log SET pruned_through = max(pruned_through, ?) WHERE singleton = 1')
   const prune = db.transaction(({ before, limit }: { readonly before: number, readonly limit: number }) => {
-    const through = lastExpired.get(limit, before)
-    if (through === null || through === undefined) return 0
+    // The oldest changes up to the first one still kept: a change is never pruned before its time.
+    let through: bigint | undefined
+    for (const change of oldest.iterate(limit)) {
+      if (Number(change.committed_at) >= before) break
+      through = change.seq
+    }
+    if (through === undefined) return 0
     const deleted = remove.run(through).changes
     movePruned.run(through)
     return deleted
