@@ -29,8 +29,9 @@ import { LoadAverages } from './query.js'
  *   prune     a write's latency at 500 POST/s while a million expired changes (BENCH_CHANGES_PRUNE=N)
  *             are pruned by the service's retention, against none (changes-prune.ts); SQLite and
  *             PostgreSQL unless BENCH_CHANGES_PRUNE_ENGINES=sqlite
- *   profiles  CPU profiles: POST of this build against the goal's release on each engine, a feed page
- *             against a list page on each engine, and the streams' fan-out (changes-profiles.ts)
+ *   profiles  CPU profiles: POST of this build against each release named on each engine, a feed page
+ *             against a list page on each engine, and the streams' fan-out (changes-profiles.ts;
+ *             BENCH_CHANGES_PROFILES=post,feed,streams for some)
  *
  * BENCH_CHANGES_PHASES=writes,feed runs some only. Figures go to bench/results/changes.json, those of a
  * run of some phases to changes-<phases>.json (-quick with --quick).
@@ -115,8 +116,8 @@ export const changesPart: Part = {
     }
     if (phases.has('profiles')) {
       load.start()
-      feedStores ??= await loadFeedStores(harness, feedSize)
-      results.profiles = await profileChanges(harness, releases, feedStores)
+      if ((process.env.BENCH_CHANGES_PROFILES ?? 'feed').includes('feed')) feedStores ??= await loadFeedStores(harness, feedSize)
+      results.profiles = await profileChanges(harness, releases, feedStores ?? [])
       await endPhase('profiles')
     }
     const regime = await harness.regime()
@@ -137,20 +138,22 @@ export const changesPart: Part = {
 /** The profiles phase: POST against the goal's release, feed against list, the streams' fan-out. */
 async function profileChanges (harness: Harness, releases: readonly Build[], feedStores: readonly FeedStore[]) {
   const pairs: Array<{ title: string, service: ProfiledLoad, reference: ProfiledLoad }> = []
-  const release = releases.find((candidate) => candidate.label === GOAL_RELEASE) ?? releases[0]
+  const profiles = new Set((process.env.BENCH_CHANGES_PROFILES ?? 'post,feed,streams').split(',').map((name) => name.trim()))
   const post = [{ load: 'post', measure: async (target: Parameters<typeof harness.measure>[0], seconds: number) => harness.measure(target, 'post', seconds) }]
-  for (const engine of ENGINES) {
-    if (release === undefined) break
+  for (const engine of profiles.has('post') ? ENGINES : []) {
+    // This build against every release named: the goal's, and the one before the change log.
     const profiled: ProfiledLoad[] = []
-    for (const build of [release, { label: NOW, root: ROOT }]) {
+    for (const build of [{ label: NOW, root: ROOT }, ...releases]) {
       const name = `${engine}-${build.label}-profiled`
       profiled.push(...await profileService(harness, name, async (flags) => harness.servers.startService(name,
         engine === 'sqlite' ? `sqlite:${join(harness.workFolder, `${name}.db`)}` : await harness.postgresDatabase(), {}, build.root, flags), post))
     }
-    const [reference, service] = profiled as [ProfiledLoad, ProfiledLoad]
-    pairs.push({ title: `${engine} POST, ${NOW} against ${release.label}`, service, reference })
+    const [service, ...references] = profiled as [ProfiledLoad, ...ProfiledLoad[]]
+    references.forEach((reference, index) => {
+      pairs.push({ title: `${engine} POST, ${NOW} against ${releases[index]?.label ?? ''}`, service, reference })
+    })
   }
-  for (const store of feedStores) {
+  for (const store of profiles.has('feed') ? feedStores : []) {
     const paths = feedPaths(store)
     const name = `${store.engine}-feed-profiled`
     const [feed, list] = await profileService(harness, name, async (flags) => harness.servers.startService(name, store.databaseUrl, {}, ROOT, flags), [
@@ -160,8 +163,12 @@ async function profileChanges (harness: Harness, releases: readonly Build[], fee
     pairs.push({ title: `${store.engine} a feed page against a list page`, service: feed, reference: list })
   }
   for (const pair of pairs) printProfilePair(pair.title, pair.service, pair.reference)
-  const streams = await measureStreams(harness, join(harness.workFolder, 'changes-profiles', 'streams')) as { profile: Record<string, number>, mainUsPerEvent: number, events: number }
-  printTop(`the streams' fan-out, SQLite (profiled): main thread ${streams.mainUsPerEvent} µs per event per stream, ${streams.events} events`, streams.profile, 'µs/event/stream')
+  const streams = profiles.has('streams')
+    ? await measureStreams(harness, join(harness.workFolder, 'changes-profiles', 'streams')) as { profile: Record<string, number>, mainUsPerEvent: number, events: number }
+    : undefined
+  if (streams !== undefined) {
+    printTop(`the streams' fan-out, SQLite (profiled): main thread ${streams.mainUsPerEvent} µs per event per stream, ${streams.events} events`, streams.profile, 'µs/event/stream')
+  }
   return {
     pairs: pairs.map((pair) => ({ title: pair.title, service: trimmed(pair.service), reference: trimmed(pair.reference) })),
     streams
