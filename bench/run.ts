@@ -66,6 +66,16 @@
  *                                      some loads and the id page; with --baseline-dist, the
  *                                      release's service on stores of its own too; figures in
  *                                      bench/results/query.json)
+ *   npm run bench -- --only changes --baseline-dist ../plantstore-1.7.0
+ *                                      the change log (issue 37): POST against the 1.7.0 build named (and
+ *                                      the builds of BENCH_CHANGES_ALSO=<root>,…) and with a webhook
+ *                                      subscription, SQLite and PostgreSQL; 1000 open streams on SQLite
+ *                                      while 500 writes/s go in (latency, RSS per stream, CPU per event);
+ *                                      a feed page of 100 against a list page of 100 over 200,000 changes;
+ *                                      a write's p99 while a million expired changes are pruned; CPU
+ *                                      profiles (not part of a full run; BENCH_CHANGES_PHASES=writes,
+ *                                      streams,feed,prune,profiles for some; figures in
+ *                                      bench/results/changes.json)
  *   npm run bench -- --only observability --baseline-dist ../plantstore-1.3.0
  *                                      also a `release` service: the dist/server.js of another build
  *                                      (built, its own node_modules installed), in the same rounds
@@ -98,6 +108,7 @@ import { Harness, regimeLine, type Part } from './harness.js'
 import { authFailureLimitPart } from './parts/auth-failure-limit.js'
 import { backendsPart } from './parts/backends.js'
 import { batchPart } from './parts/batch.js'
+import { changesPart } from './parts/changes.js'
 import { dataPart } from './parts/data.js'
 import { jwtPart } from './parts/jwt.js'
 import { observabilityPart } from './parts/observability.js'
@@ -113,7 +124,7 @@ import { writeResults } from './report.js'
 /** Every part of a full run, in the order they run and their rows are written. */
 const PARTS: readonly Part[] = [backendsPart, tokensPart, jwtPart, authFailureLimitPart, updatesPart, webhooksPart, observabilityPart]
 /** Parts run only when named with --only: they take long, and their figures are not ratios of the full run's. */
-const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart, batchPart, queryPart]
+const ON_REQUEST: readonly Part[] = [dataPart, poolingPart, profilesPart, batchPart, queryPart, changesPart]
 const PART_NAMES = [...PARTS, ...ON_REQUEST].map((part) => part.name)
 
 const args = process.argv.slice(2)

@@ -164,7 +164,7 @@ export const queryPart: Part = {
 }
 
 /** The machine's 1-minute load average, read every 5 s during a phase: what else ran meanwhile (the machine is shared). */
-class LoadAverages {
+export class LoadAverages {
   #samples: number[] = []
   #timer: NodeJS.Timeout | undefined
 

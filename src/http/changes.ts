@@ -154,7 +154,7 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     if (!stillAuthorized()) throw invalidToken()
     const prepared = await streams.prepare({ after, filter, stillAuthorized })
     if (prepared.status === 'expired') throw changesExpired(after ?? 0n)
-    leaveInFlight(request)
+    leaveInFlight(reply)
     reply.hijack()
     reply.raw.writeHead(200, {
       ...reply.getHeaders() as OutgoingHttpHeaders,

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import underPressure from '@fastify/under-pressure'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { overloaded } from '../errors.js'
 import { sendError } from './send-error.js'
@@ -25,14 +25,21 @@ export interface LoadSheddingOptions {
   readonly metrics?: SheddingObserver | undefined
 }
 
-const releases = new WeakMap<FastifyRequest, () => void>()
+/**
+ * Where a response keeps the function that stops counting its request as in flight. (A property of the
+ * response rather than a WeakMap entry per request: every request's entry was an ephemeron for the young
+ * generation's collector to trace, a few µs of garbage collection a request.)
+ */
+const RELEASE = Symbol('in-flight release')
+type Releasable = ServerResponse & { [RELEASE]?: (this: ServerResponse) => void }
 
 /**
  * Stops counting the request as in flight: a change stream, open for as long as its client follows, is
  * not load (CHANGES_STREAMS_MAX bounds the streams).
  */
-export function leaveInFlight (request: FastifyRequest): void {
-  releases.get(request)?.()
+export function leaveInFlight (reply: FastifyReply): void {
+  const response = reply.raw as Releasable
+  response[RELEASE]?.()
 }
 
 /** Liveness, whatever query string it carries. (From the URL: `request.routeOptions` builds an object per call.) */
@@ -72,7 +79,7 @@ export const loadShedding = fp(async function loadShedding (app: FastifyInstance
       }
       reply.raw.on('close', release)
       request.raw.on('close', release)
-      releases.set(request, () => { release.call(reply.raw) })
+      ;(reply.raw as Releasable)[RELEASE] = release
       done()
     })
   }
