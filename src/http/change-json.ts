@@ -1,12 +1,6 @@
 import { jsonString } from '../json-text.js'
+import { changeJson } from '../store/change-document.js'
 import type { ChangeRecord } from '../store/change-log.js'
-import { plantJson } from '../store/plant-document.js'
-
-/** A change as the feed and the stream show it, one line of JSON: `{"seq":…,"type":…,"id":…,"plant":…,"at":…}`, ids exact. */
-export function changeJson (change: ChangeRecord): string {
-  const plant = change.plant === undefined ? '' : `,"plant":${plantJson(change.id, change.plant.name, change.plant.tag)}`
-  return `{"seq":${change.seq},"type":"${change.type}","id":${change.id}${plant},"at":"${new Date(change.at).toISOString()}"}`
-}
 
 /** A change of a plant's history: the change and who made it. */
 export function historyChangeJson (change: ChangeRecord): string {

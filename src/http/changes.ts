@@ -8,7 +8,7 @@ import { ChangeFeedHeaders, ChangeFeedQuery, ChangeHead, ChangePage, HistoryQuer
 import { PlantIdParams } from '../schemas/plants.js'
 import type { ChangeType } from '../store/change-log.js'
 import type { PlantStore } from '../store/plant-store.js'
-import { changeJson, historyChangeJson, type ChangeFilter } from './change-json.js'
+import { historyChangeJson, type ChangeFilter } from './change-json.js'
 import type { ChangeStreams } from './change-streams.js'
 import { bearerSecurity } from './docs.js'
 import { leaveInFlight } from './load-shedding.js'
@@ -90,14 +90,14 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     }
     const after = query.after === undefined ? 0n : BigInt(query.after)
     const limit = query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(query.limit)
-    const page = await store.changes.read({ after, limit, ...filter, keptSince: Date.now() - retentionMs })
+    const page = await store.changes.readJson({ after, limit, ...filter, keptSince: Date.now() - retentionMs })
     if (page.status === 'expired') throw changesExpired(after)
-    const last = page.changes.at(-1)?.seq ?? after
+    const last = page.lastSeq ?? after
     let next = `/plants/changes?after=${last}&limit=${limit}`
     if (query.tag !== undefined) next += `&tag=${encodeURIComponent(query.tag)}`
     if (query.type !== undefined) next += `&type=${query.type}`
     reply.header('link', `<${next}>; rel="next"`)
-    return sendJson(reply, `[${page.changes.map(changeJson).join(',')}]`)
+    return sendJson(reply, page.json)
   })
 
   routes.get('/:id/history', {

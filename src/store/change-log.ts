@@ -6,6 +6,7 @@
  * Times are milliseconds since the epoch, taken from the writer's clock.
  */
 import { plantRecord, type PlantRecord } from './plant-store.js'
+import type { ChangeFeedJsonPage } from './change-document.js'
 
 export const CHANGE_TYPES = ['plant.created', 'plant.updated', 'plant.deleted'] as const
 export type ChangeType = typeof CHANGE_TYPES[number]
@@ -65,6 +66,8 @@ export interface ChangeLog {
   head (): Promise<bigint>
   /** Up to `limit` changes after `after`, `seq` ascending, that pass the filters. */
   read (request: ChangeFeedRequest): Promise<ChangeFeedPage>
+  /** The same page as the feed answers it: its JSON text (change-document.ts) and its last `seq`. */
+  readJson (request: ChangeFeedRequest): Promise<ChangeFeedJsonPage>
   /** Up to `limit` kept changes of one plant, newest first. */
   history (request: HistoryRequest): Promise<readonly ChangeRecord[]>
   /**

@@ -1,5 +1,6 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { ChangeRecord } from '../../src/store/change-log.js'
+import { changeJson } from '../../src/store/change-document.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import { backends } from '../helpers/app.js'
 
@@ -69,6 +70,22 @@ for (const backend of backends) {
       expect(changes.map((change) => change.at)).toEqual([...changes.map((change) => change.at)].sort((a, b) => a - b))
       expect(await store.changes.head()).toBe(7n)
       expect(await store.changes.extent()).toEqual({ head: 7n, kept: 7, oldestSeq: 1n })
+    })
+
+    it('given names that need escaping and every type, reads the same page as JSON text as its records written by changeJson', async () => {
+      const store = await opened(backend.open)
+      const names = ['"quoted" \\ back', 'tab\tnew\nline\u0001', 'Monstera ça pousse 🌿', '\u2028 and \u007f']
+      for (const [index, name] of names.entries()) await store.create({ id: BigInt(index) - 9223372036854775808n, name, tag: name })
+      await store.put({ id: -9223372036854775808n, name: 'Renamed' })
+      await store.delete(-9223372036854775807n)
+      for (const filter of [{}, { tag: names[2] }, { types: ['plant.deleted' as const] }]) {
+        const request = { after: 0n, limit: 100, keptSince: 0, ...filter }
+        const records = await store.changes.read(request)
+        const json = await store.changes.readJson(request)
+        if (records.status !== 'page' || json.status !== 'page') throw new Error('expired')
+        expect(json).toEqual({ status: 'page', json: `[${records.changes.map(changeJson).join(',')}]`, lastSeq: records.changes.at(-1)?.seq })
+      }
+      expect(await store.changes.readJson({ after: 6n, limit: 10, keptSince: 0 })).toEqual({ status: 'page', json: '[]', lastSeq: undefined })
     })
 
     it('given a page size, reads the log a page at a time, after any seq', async () => {

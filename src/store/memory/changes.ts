@@ -2,6 +2,7 @@ import {
   CHANGE_TYPES, ChangeSignal, changeTypeCode, leftTagOf, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeLogExtent, type ChangeRecord,
   type HistoryRequest, type PendingChange
 } from '../change-log.js'
+import { jsonPageOf, type ChangeFeedJsonPage } from '../change-document.js'
 
 /** The memory store's change log: an array in `seq` order, pruned from its start. */
 export class MemoryChangeLog implements ChangeLog {
@@ -47,6 +48,10 @@ export class MemoryChangeLog implements ChangeLog {
       changes.push(change)
     }
     return { status: 'page', changes }
+  }
+
+  async readJson (request: ChangeFeedRequest): Promise<ChangeFeedJsonPage> {
+    return jsonPageOf(await this.read(request))
   }
 
   async history ({ id, before, limit }: HistoryRequest): Promise<readonly ChangeRecord[]> {

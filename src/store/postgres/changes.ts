@@ -1,5 +1,6 @@
 import type { PostgresConnection } from './connection.js'
 import { changeOfRow, CODE_OF_TYPE, type ChangeLog, type ChangeRow } from '../change-log.js'
+import { jsonPageOf } from '../change-document.js'
 
 const CHANGE_COLUMNS = 'seq, plant_id, type, name, tag, left_tag, committed_at AS at, made_by AS by'
 const OF_TYPES = '($3::smallint[] IS NULL OR type = ANY($3::smallint[]))'
@@ -73,6 +74,9 @@ export function postgresChangeLog (connection: PostgresConnection, watch: Change
       const first = rows[0] as PageRow
       if (after < first.pruned || (first.first_at !== null && Number(first.first_at) < keptSince)) return { status: 'expired' }
       return { status: 'page', changes: rows.filter((row) => row.seq !== null).map((row) => changeOfRow(row as ChangeRow)) }
+    },
+    async readJson (request) {
+      return jsonPageOf(await this.read(request))
     },
     async history ({ id, before, limit }) {
       const { rows } = await connection.query<ChangeRow>({ ...HISTORY, values: [id.toString(), before?.toString() ?? null, limit] })
