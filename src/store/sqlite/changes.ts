@@ -1,6 +1,6 @@
 import type { SqliteDatabase, Statement } from './driver.js'
 import { asUnavailable } from './transient-errors.js'
-import { CHANGE_DOCUMENT_SQL } from './change-document-sql.js'
+import { CHANGE_DOCUMENT_SQL, withCommitTime } from './change-document-sql.js'
 import type { ChangeFeedJsonPage } from '../change-document.js'
 import type { SqliteWriter } from './writer.js'
 import {
@@ -23,7 +23,7 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
   // One statement per filter shape, prepared when first used: the type codes are written into its text.
   // The rows as values (`ChangeRow`), or as the feed's documents (`seq` and `document`).
   const statements = new Map<string, Statement<[PageParameters], unknown>>()
-  const pageStatement = (columns: string, tagged: boolean, codes: readonly number[] | undefined) => {
+  const pageStatement = (columns: string, tagged: boolean, codes: readonly number[] | undefined, raw: boolean) => {
     const key = `${columns}|${tagged}|${codes?.join(',') ?? ''}`
     let statement = statements.get(key)
     if (statement === undefined) {
@@ -36,6 +36,7 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
              SELECT seq FROM (SELECT seq FROM plant_changes WHERE left_tag = :tag AND seq > :after${ofTypes} ORDER BY seq LIMIT :limit)
            ) ORDER BY seq LIMIT :limit`
         : `SELECT ${columns} FROM plant_changes WHERE seq > :after${ofTypes} ORDER BY seq LIMIT :limit`)
+      if (raw) statement.raw(true)
       statements.set(key, statement)
     }
     return statement
@@ -57,7 +58,7 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
    * The page's rows, `columns` of each; undefined when it is expired. One read transaction, so the pruned
    * mark, the first change and the page are one snapshot.
    */
-  const pageRows = <Row>(columns: string, request: ChangeFeedRequest): Row[] | undefined => db.transaction(() => {
+  const pageRows = <Row>(columns: string, request: ChangeFeedRequest, raw = false): Row[] | undefined => db.transaction(() => {
     const { after, limit, tag, types } = request
     const extent = extentRow.get() as { pruned_through: bigint }
     if (after < extent.pruned_through) return undefined
@@ -65,7 +66,7 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
     if (first !== undefined && Number(first.at) < request.keptSince) return undefined
     if (first === undefined) return []
     const codes = types === undefined ? undefined : [...new Set(types.map((type) => CODE_OF_TYPE[type]))].sort()
-    return pageStatement(columns, tag !== undefined, codes).all(tag === undefined ? { after, limit } : { tag, after, limit }) as Row[]
+    return pageStatement(columns, tag !== undefined, codes, raw).all(tag === undefined ? { after, limit } : { tag, after, limit }) as Row[]
   })()
 
   return {
@@ -81,9 +82,9 @@ export function sqliteChangeLog (db: SqliteDatabase, writer: SqliteWriter, commi
     readJson (request: ChangeFeedRequest) {
       // Documents built by SQLite: a page costs about a third of reading its rows as values and writing them.
       return read((): ChangeFeedJsonPage => {
-        const rows = pageRows<{ seq: bigint, document: string }>(`seq, ${CHANGE_DOCUMENT_SQL} AS document`, request)
+        const rows = pageRows<[seq: bigint, document: string, at: bigint]>(`seq, ${CHANGE_DOCUMENT_SQL}, committed_at`, request, true)
         if (rows === undefined) return { status: 'expired' }
-        return { status: 'page', json: `[${rows.map((row) => row.document).join(',')}]`, lastSeq: rows.at(-1)?.seq }
+        return { status: 'page', json: `[${rows.map(([, document, at]) => withCommitTime(document, at)).join(',')}]`, lastSeq: rows.at(-1)?.[0] }
       })
     },
     async history ({ id, before, limit }: HistoryRequest) {
