@@ -1,4 +1,4 @@
-import { randomUUID, timingSafeEqual } from 'node:crypto'
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto'
 import {
   isLive, newestFirst, type AccessTokenRecord, type AccessTokenStore, type VerifiableAccessToken
 } from '../store/access-token-store.js'
@@ -14,10 +14,11 @@ export interface TokenIdentity {
   /** When the token stops being accepted, in milliseconds since the epoch; Infinity for never. */
   readonly expiresAtMs: number
   /**
-   * A service token's SHA-256 in hex (absent for a JWT's identity): which secret this is, so that an entry
-   * of the token file replaced under the same name (or position) is another token.
+   * Which secret a service token is (absent for a JWT's identity), so that an entry of the token file
+   * replaced under the same name (or position) is another token: the SHA-256 of its digest, which tells
+   * nothing of the digest itself should it ever be shown.
    */
-  readonly secretDigest?: string
+  readonly secretFingerprint?: string
 }
 
 export type TokenSource = 'store' | 'environment'
@@ -108,7 +109,7 @@ export class AccessTokenRegistry {
    */
   accepts (identity: TokenIdentity, scope: Scope): boolean {
     const current = this.#byId.get(identity.id)
-    return current !== undefined && current.secretDigest === identity.secretDigest && grants(current.scopes, scope) &&
+    return current !== undefined && current.secretFingerprint === identity.secretFingerprint && grants(current.scopes, scope) &&
       (current.expiresAtMs === Infinity || current.expiresAtMs > Date.now())
   }
 
@@ -264,7 +265,7 @@ export class AccessTokenRegistry {
         name: token.name,
         scopes: scopeSetOf(token.scopes),
         expiresAtMs: token.expiresAt?.getTime() ?? Infinity,
-        secretDigest: digest.toString('hex')
+        secretFingerprint: createHash('sha256').update(digest).digest('base64url')
       }
       byDigest.set(digest.toString('latin1'), { identity, digest })
       byId.set(identity.id, identity)

@@ -147,7 +147,7 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
     if (identity === null) throw new Error('a change stream opened without a token')
     // A service token is asked about again and again (revoked, replaced, its scope taken, expired); an
     // identity provider's JWT, which cannot be revoked, ends at its `exp`.
-    const isJwt = identity.secretDigest === undefined
+    const isJwt = identity.secretFingerprint === undefined
     const stillAuthorized = isJwt
       ? () => identity.expiresAtMs > Date.now()
       : () => options.accessTokens.accepts(identity, 'plants:read')
