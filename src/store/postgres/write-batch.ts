@@ -58,7 +58,7 @@ const RECORD_CHANGES = {
   name: 'plantstore-record-changes',
   text: `WITH head AS (
            UPDATE change_log_head SET head = head + $1,
-             committed_at = greatest(committed_at, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+             committed_at = greatest(committed_at, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
            WHERE singleton = 1 RETURNING head, committed_at),
          recorded AS (
            INSERT INTO plant_changes (seq, plant_id, type, name, tag, left_tag, committed_at, made_by)
