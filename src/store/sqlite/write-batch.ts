@@ -18,7 +18,7 @@ export function sqliteGroupCommit (writer: SqliteWriter, onBatchCommitted: ((siz
     const creates = onlyCreates(operations)
     const packed = creates === undefined ? undefined : packCreates(creates)
     if (creates !== undefined && packed !== undefined) {
-      return outcomesOfCreates(creates.map(({ plant }) => plant), await unlessFailed(writer.createAll(packed)))
+      return outcomesOfCreates(creates, await unlessFailed(writer.createAll(packed)))
     }
     const effects = await unlessFailed(writer.write(operations))
     return operations.map((operation, index) => outcomeOf(operation, effects[index]))
@@ -45,10 +45,10 @@ function onlyCreates (operations: readonly WriteOperation[]): ThreadCreate[] | u
   return creates
 }
 
-function outcomesOfCreates (plants: readonly PlantRecord[], effects: CreateEffects): WriteOutcome[] {
-  if (effects.inserted.length !== plants.length) throw new Error('the SQLite writer answered out of step')
+function outcomesOfCreates (creates: readonly ThreadCreate[], effects: CreateEffects): WriteOutcome[] {
+  if (effects.inserted.length !== creates.length) throw new Error('the SQLite writer answered out of step')
   let met = 0
-  return plants.map((plant, index) => effects.inserted[index] === '1'
+  return creates.map(({ plant }, index) => effects.inserted[index] === '1'
     ? { status: 'created', plant }
     : outcomeOfCreate(plant, { inserted: false, existing: effects.met[met++] }))
 }
