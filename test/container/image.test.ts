@@ -2,6 +2,8 @@ import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { connect, createServer } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { KNOWN_VERSION as SQLITE_SCHEMA_VERSION } from '../../src/store/sqlite/store-rows.js'
+import { SERVICE_VERSION } from '../../src/version.js'
 import { NO_LOAD_SHEDDING } from '../helpers/server-process.js'
 
 /**
@@ -164,7 +166,7 @@ describe(`The container image ${IMAGE}`, () => {
     expect(scraped.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8')
     expect(text).toContain('http_request_duration_seconds_count{method="POST",route="/plants",status_code="200"} 1\n')
     expect(text).toContain('http_request_duration_seconds_count{method="GET",route="/plants/:id",status_code="200"} 1\n')
-    expect(text).toContain('plantstore_build_info{version="1.9.0"} 1\n')
+    expect(text).toContain(`plantstore_build_info{version="${SERVICE_VERSION}"} 1\n`)
     expect(text).toContain('plantstore_store_up 1\n')
     expect(publicMetrics.status).toBe(404)
   })
@@ -178,7 +180,7 @@ describe(`The container image ${IMAGE}`, () => {
 
     expect(folder.code, folder.stderr).toBe(0)
     expect({ code: backup.code, stderr: backup.stderr }).toEqual({ code: 0, stderr: '' })
-    expect(backup.stdout).toMatch(/^backed up 1 plant, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version 10\) to \/data\/backups\/plantstore\.db in \d+\.\d s\n$/)
+    expect(backup.stdout).toMatch(new RegExp(String.raw`^backed up 1 plant, 1 access token, 0 webhook subscriptions and 0 pending webhook events \(schema version ${SQLITE_SCHEMA_VERSION}\) to \/data\/backups\/plantstore\.db in \d+\.\d s\n$`))
     expect(exported).toEqual({ code: 0, stdout: `${FERN}\n`, stderr: '' })
     expect(fromBackup).toEqual(exported)
     expect(overHttp.status).toBe(200)
