@@ -125,7 +125,7 @@ export function changeTypeCode (change: PendingChange): 1 | 2 | 3 {
   return change.after === undefined ? 3 : change.created ? 1 : 2
 }
 
-const TYPE_OF_CODE: Readonly<Record<number, ChangeType>> = { 1: 'plant.created', 2: 'plant.updated', 3: 'plant.deleted' }
+export const TYPE_OF_CODE: Readonly<Record<number, ChangeType>> = { 1: 'plant.created', 2: 'plant.updated', 3: 'plant.deleted' }
 export const CODE_OF_TYPE: Readonly<Record<ChangeType, number>> = { 'plant.created': 1, 'plant.updated': 2, 'plant.deleted': 3 }
 
 /**

@@ -1,6 +1,6 @@
 import type { PostgresConnection } from './connection.js'
 import { changeOfRow, CODE_OF_TYPE, type ChangeLog, type ChangeRow } from '../change-log.js'
-import { jsonPageOf } from '../change-document.js'
+import { ChangePageQuery } from './change-page-query.js'
 
 const CHANGE_COLUMNS = 'seq, plant_id, type, name, tag, left_tag, committed_at AS at, made_by AS by'
 const OF_TYPES = '($3::smallint[] IS NULL OR type = ANY($3::smallint[]))'
@@ -16,19 +16,27 @@ const pageText = (changes: string) => `
             (SELECT committed_at FROM plant_changes WHERE seq > $1 ORDER BY seq LIMIT 1) AS first_at) m
     LEFT JOIN LATERAL (${changes}) c ON true
   ORDER BY c.seq`
+// A tag's changes, those that left it included, each half in order from its partial index.
+const tagPage = (columns: string) => `
+  SELECT ${columns} FROM plant_changes WHERE seq IN (
+    (SELECT seq FROM plant_changes WHERE tag = $4 AND seq > $1 AND ${OF_TYPES} ORDER BY seq LIMIT $2)
+    UNION ALL
+    (SELECT seq FROM plant_changes WHERE left_tag = $4 AND seq > $1 AND ${OF_TYPES} ORDER BY seq LIMIT $2))
+  ORDER BY seq LIMIT $2`
 const READ_PAGE = {
   name: 'plantstore-read-changes',
   text: pageText(`SELECT ${CHANGE_COLUMNS} FROM plant_changes WHERE seq > $1 AND ${OF_TYPES} ORDER BY seq LIMIT $2`)
 }
-// A tag's changes, those that left it included, each half in order from its partial index.
-const READ_TAG_PAGE = {
-  name: 'plantstore-read-tag-changes',
-  text: pageText(`
-    SELECT ${CHANGE_COLUMNS} FROM plant_changes WHERE seq IN (
-      (SELECT seq FROM plant_changes WHERE tag = $4 AND seq > $1 AND ${OF_TYPES} ORDER BY seq LIMIT $2)
-      UNION ALL
-      (SELECT seq FROM plant_changes WHERE left_tag = $4 AND seq > $1 AND ${OF_TYPES} ORDER BY seq LIMIT $2))
-    ORDER BY seq LIMIT $2`)
+const READ_TAG_PAGE = { name: 'plantstore-read-tag-changes', text: pageText(tagPage(CHANGE_COLUMNS)) }
+// The same pages for the feed's answer (change-page-query.ts): the fields it needs, in its order, as text.
+const DOCUMENT_COLUMNS = 'seq, type, plant_id, name, tag, committed_at'
+const READ_DOCUMENT_PAGE = {
+  name: 'plantstore-read-change-documents',
+  text: pageText(`SELECT ${DOCUMENT_COLUMNS} FROM plant_changes WHERE seq > $1 AND ${OF_TYPES} ORDER BY seq LIMIT $2`)
+}
+const READ_TAG_DOCUMENT_PAGE = {
+  name: 'plantstore-read-tag-change-documents',
+  text: pageText(tagPage(DOCUMENT_COLUMNS))
 }
 const HISTORY = {
   name: 'plantstore-plant-history',
@@ -75,8 +83,12 @@ export function postgresChangeLog (connection: PostgresConnection, watch: Change
       if (after < first.pruned || (first.first_at !== null && Number(first.first_at) < keptSince)) return { status: 'expired' }
       return { status: 'page', changes: rows.filter((row) => row.seq !== null).map((row) => changeOfRow(row as ChangeRow)) }
     },
-    async readJson (request) {
-      return jsonPageOf(await this.read(request))
+    async readJson ({ after, limit, tag, types, keptSince }) {
+      const codes = types === undefined ? null : types.map((type) => CODE_OF_TYPE[type])
+      const values = [after.toString(), limit, codes, ...(tag === undefined ? [] : [tag])]
+      const query = new ChangePageQuery(tag === undefined ? READ_DOCUMENT_PAGE : READ_TAG_DOCUMENT_PAGE, values)
+      await connection.submit(query)
+      return query.page(after, keptSince)
     },
     async history ({ id, before, limit }) {
       const { rows } = await connection.query<ChangeRow>({ ...HISTORY, values: [id.toString(), before?.toString() ?? null, limit] })

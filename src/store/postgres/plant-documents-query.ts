@@ -1,31 +1,11 @@
-import pg from 'pg'
 import { plantJson } from '../plant-document.js'
 import { needsNoEscaping } from '../../json-text.js'
 import { isNameOrder, type PageRequest, type PlantPage } from '../plant-store.js'
+import { TextRowsQuery } from './text-rows-query.js'
 
-/** A DataRow message as the protocol parser hands it over: each field's text, NULL as null. */
-interface DataRow { readonly fields: ReadonlyArray<string | null> }
-
-/**
- * A SELECT of `id, name, tag` (in that order) whose rows become documents as they arrive: the driver's
- * Result, its row arrays and their type parsers are skipped. The fields are the protocol's text, so the
- * id stays the exact decimal it is.
- */
-abstract class PlantRowsQuery extends pg.Query {
-  constructor (statement: { readonly name: string, readonly text: string }, values: unknown[]) {
-    // Given as text, the statement is not a config the driver copies property by property for each query.
-    super(statement.text)
-    const query = this as unknown as { name: string | undefined, values: unknown[] }
-    query.name = statement.name
-    query.values = values
-  }
-
-  /** Replaces the driver's: no Result is told the columns, whose type parsers would go unused. */
-  handleRowDescription (): void {}
-
-  /** Replaces the driver's row handling: no row object, no Result row. */
-  handleDataRow (message: DataRow): void {
-    const { fields } = message
+/** A SELECT of `id, name, tag` (in that order) whose rows become documents as they arrive. */
+abstract class PlantRowsQuery extends TextRowsQuery {
+  protected addRow (fields: ReadonlyArray<string | null>): void {
     this.addPlant(fields[0] as string, fields[1] as string, fields[2] ?? null)
   }
 

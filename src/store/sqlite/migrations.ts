@@ -198,6 +198,8 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
     // the plant after the change (no name: deleted); left_tag its tag before, only where that differs, so
     // that a tag's changes, the plants that left it included, are read from two partial indexes.
     // committed_at is milliseconds since the epoch, never below the previous transaction's (change_log.committed_at).
+    // document: the change as the feed answers it, the bytes of changeJson (change-document.ts), built by
+    // SQLite as each row is written, so that a feed page is read as a list page is, one column.
     // pruned_through: every seq up to it is gone.
     sql: `
       CREATE TABLE plant_changes (
@@ -208,7 +210,18 @@ export const sqliteMigrations: ReadonlyArray<Migration<SqliteDatabase>> = [
         tag          TEXT,
         left_tag     TEXT,
         committed_at INTEGER NOT NULL,
-        made_by      TEXT NOT NULL
+        made_by      TEXT NOT NULL,
+        document     TEXT NOT NULL GENERATED ALWAYS AS (
+          '{"seq":' || seq ||
+          ',"type":"' || CASE type WHEN 1 THEN 'plant.created' WHEN 2 THEN 'plant.updated' ELSE 'plant.deleted' END ||
+          '","id":' || plant_id ||
+          CASE WHEN name IS NULL THEN '' ELSE
+            ',"plant":{"id":' || plant_id || ',"name":' || json_quote(name) ||
+            CASE WHEN tag IS NULL THEN '' ELSE ',"tag":' || json_quote(tag) END || '}'
+          END ||
+          ',"at":"' || strftime('%Y-%m-%dT%H:%M:%S', committed_at / 1000, 'unixepoch') ||
+          '.' || substr('00' || (committed_at % 1000), -3) || 'Z"}'
+        ) STORED
       ) STRICT;
       CREATE INDEX plant_changes_plant ON plant_changes (plant_id, seq);
       CREATE INDEX plant_changes_tag ON plant_changes (tag, seq) WHERE tag IS NOT NULL;

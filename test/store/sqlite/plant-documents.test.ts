@@ -1,6 +1,8 @@
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { changeJsonOfFields } from '../../../src/store/change-document.js'
 import { plantJson } from '../../../src/store/plant-document.js'
+import Database from '../../../src/store/sqlite/driver.js'
 import type { PlantRecord } from '../../../src/store/plant-store.js'
 import { openSqliteStore } from '../../../src/store/sqlite/store.js'
 import { temporaryFolder } from '../../helpers/app.js'
@@ -37,5 +39,32 @@ describe('the plant documents SQLite builds for reads', () => {
       expect(page.json).toBe(`[${plantJson(tagged[0]?.id as bigint, tagged[0]?.name as string, text)}]`)
       expect(page.nextAfter).toBe(tagged.length > 1 ? tagged[0]?.id : undefined)
     }
+  })
+})
+
+describe('the change documents SQLite keeps in each change row (plant_changes.document)', () => {
+  it('given any commit time, type, id and text JSON escapes, holds the bytes changeJson writes', async () => {
+    const file = join(temporaryFolder(), 'change-documents.db')
+    openSqliteStore(file).close()
+    const db = new Database(file)
+    onTestFinished(() => { db.close() })
+    db.defaultSafeIntegers(true)
+    const times = [0, 5, 50, 999, 951782400000, 1764300000123, 253402300799999]
+    const insert = db.prepare('INSERT INTO plant_changes (seq, plant_id, type, name, tag, left_tag, committed_at, made_by) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)')
+    const expected: string[] = []
+    let seq = 0n
+    for (const at of times) {
+      for (const [code, type] of [[1, 'plant.created'], [2, 'plant.updated'], [3, 'plant.deleted']] as const) {
+        for (const text of TRICKY_TEXTS) {
+          const id = seq % 2n === 0n ? -9223372036854775808n + seq : 9223372036854775807n - seq
+          const name = type === 'plant.deleted' ? null : `n ${text}`
+          const tag = name === null || text === '' ? null : text
+          seq++
+          insert.run(seq, id, code, name, tag, BigInt(at), 'test')
+          expected.push(changeJsonOfFields(seq, type, id, name, tag, at))
+        }
+      }
+    }
+    expect(db.prepare('SELECT document FROM plant_changes ORDER BY seq').pluck().all()).toEqual(expected)
   })
 })
