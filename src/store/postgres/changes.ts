@@ -86,7 +86,7 @@ export function postgresChangeLog (connection: PostgresConnection, watch: Change
     async readJson ({ after, limit, tag, types, keptSince }) {
       const codes = types === undefined ? null : types.map((type) => CODE_OF_TYPE[type])
       const values = [after.toString(), limit, codes, ...(tag === undefined ? [] : [tag])]
-      const query = new ChangePageQuery(tag === undefined ? READ_DOCUMENT_PAGE : READ_TAG_DOCUMENT_PAGE, values)
+      const query = new ChangePageQuery(tag === undefined ? READ_DOCUMENT_PAGE : READ_TAG_DOCUMENT_PAGE, values, limit)
       await connection.submit(query)
       return query.page(after, keptSince)
     },

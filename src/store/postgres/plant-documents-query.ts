@@ -3,6 +3,29 @@ import { needsNoEscaping } from '../../json-text.js'
 import { isNameOrder, type PageRequest, type PlantPage } from '../plant-store.js'
 import { TextRowsQuery } from './text-rows-query.js'
 
+/**
+ * Writes plantJson's bytes into `parts` from `length` on, `{"id":…,"name":…}` or `{"id":…,"name":…,"tag":…}`,
+ * each string as jsonString writes it (as it is between quotes when it needs no escaping, else
+ * JSON.stringify's), as pieces of a page joined once: no document is a string of its own. The new length.
+ */
+export function writePlantParts (parts: string[], start: number, id: string, name: string, tag: string | null): number {
+  let length = start
+  parts[length++] = '{"id":'
+  parts[length++] = id
+  const plainName = needsNoEscaping(name)
+  parts[length++] = plainName ? ',"name":"' : ',"name":'
+  parts[length++] = plainName ? name : JSON.stringify(name)
+  if (tag === null) {
+    parts[length++] = plainName ? '"}' : '}'
+  } else {
+    const plainTag = needsNoEscaping(tag)
+    parts[length++] = plainName ? (plainTag ? '","tag":"' : '","tag":') : (plainTag ? ',"tag":"' : ',"tag":')
+    parts[length++] = plainTag ? tag : JSON.stringify(tag)
+    parts[length++] = plainTag ? '"}' : '}'
+  }
+  return length
+}
+
 /** A SELECT of `id, name, tag` (in that order) whose rows become documents as they arrive. */
 abstract class PlantRowsQuery extends TextRowsQuery {
   protected addRow (fields: ReadonlyArray<string | null>): void {
@@ -67,21 +90,7 @@ export class PlantPageQuery extends PlantRowsQuery {
       this.#lastId = id
       this.#lastName = name
     }
-    // plantJson's bytes, `{"id":…,"name":…}` or `{"id":…,"name":…,"tag":…}`, each string as jsonString
-    // writes it: as it is between quotes when it needs no escaping, else JSON.stringify's.
-    parts[length++] = '{"id":'
-    parts[length++] = id
-    const plainName = needsNoEscaping(name)
-    parts[length++] = plainName ? ',"name":"' : ',"name":'
-    parts[length++] = plainName ? name : JSON.stringify(name)
-    if (tag === null) {
-      parts[length++] = plainName ? '"}' : '}'
-    } else {
-      const plainTag = needsNoEscaping(tag)
-      parts[length++] = plainName ? (plainTag ? '","tag":"' : '","tag":') : (plainTag ? ',"tag":"' : ',"tag":')
-      parts[length++] = plainTag ? tag : JSON.stringify(tag)
-      parts[length++] = plainTag ? '"}' : '}'
-    }
+    length = writePlantParts(parts, length, id, name, tag)
     this.#length = length
   }
 
