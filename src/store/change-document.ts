@@ -17,7 +17,28 @@ export function changeJsonOfFields (
   seq: bigint | string, type: ChangeType, id: bigint | string, name: string | null, tag: string | null, at: number
 ): string {
   const plant = name === null ? '' : `,"plant":${plantJson(id, name, tag)}`
-  return `{"seq":${seq},"type":"${type}","id":${id}${plant},"at":"${new Date(at).toISOString()}"}`
+  return `{"seq":${seq},"type":"${type}","id":${id}${plant},"at":"${isoTime(at)}"}`
+}
+
+const LAST_FOUR_DIGIT_YEAR_MS = 253402300799999
+let cachedMinute = Number.NaN
+let cachedMinutePrefix = ''
+
+/**
+ * `new Date(ms).toISOString()`, at a fifth of its cost for the times of a page of changes, which mostly
+ * share their minute: the text up to the minute is kept from the last call.
+ */
+export function isoTime (ms: number): string {
+  if (!(ms >= 0 && ms <= LAST_FOUR_DIGIT_YEAR_MS)) return new Date(ms).toISOString()
+  const minute = Math.floor(ms / 60_000)
+  if (minute !== cachedMinute) {
+    cachedMinute = minute
+    cachedMinutePrefix = new Date(minute * 60_000).toISOString().slice(0, 17)
+  }
+  const inMinute = ms - minute * 60_000
+  const seconds = Math.floor(inMinute / 1000)
+  const millis = inMinute - seconds * 1000
+  return `${cachedMinutePrefix}${seconds < 10 ? '0' : ''}${seconds}.${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`
 }
 
 /** A page of the feed as the route answers it: a JSON array of change documents, and the page's last `seq`. */

@@ -1,4 +1,4 @@
-import type { ChangeFeedJsonPage } from '../change-document.js'
+import { isoTime, type ChangeFeedJsonPage } from '../change-document.js'
 import { TYPE_OF_CODE } from '../change-log.js'
 import { writePlantParts } from './plant-documents-query.js'
 import { TextRowsQuery } from './text-rows-query.js'
@@ -50,7 +50,7 @@ export class ChangePageQuery extends TextRowsQuery {
       length = writePlantParts(parts, length, id, name, fields[6] ?? null)
     }
     parts[length++] = ',"at":"'
-    parts[length++] = new Date(Number(fields[7])).toISOString()
+    parts[length++] = isoTime(Number(fields[7]))
     parts[length++] = '"}'
     this.#length = length
     this.#lastSeq = seq
