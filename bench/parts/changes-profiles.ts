@@ -1,12 +1,12 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { IDLE, monotonicMicros, readProfiles, selfTimeIn, type SelfTime, type Window } from '../cpu-profile.js'
+import { IDLE, readProfiles, selfTimeIn, type SelfTime } from '../cpu-profile.js'
 import type { Sample } from '../figures.js'
 import type { Harness } from '../harness.js'
-import { mainThreadCpuSeconds, ROOT, serverPid, type Target } from '../processes.js'
+import { ROOT, type Target } from '../processes.js'
 import { formatTable } from '../report.js'
 import { fixed } from './changes-helpers.js'
-import { differenceTable, scaledByInterval } from './profiles.js'
+import { differenceTable, measureWindow, scaledByInterval, type Profiled, type ProfileWindow } from './profiles.js'
 
 /**
  * Where the time goes, for the changes part: services under `node --cpu-prof`, one measurement of each
@@ -23,17 +23,8 @@ export function topFunctions (time: SelfTime, cpuUs: number, limit = Infinity): 
     .sort(([, a], [, b]) => b - a).slice(0, limit).map(([key, samples]) => [key, fixed(samples / busy * cpuUs, 3)]))
 }
 
-export interface ProfiledLoad {
-  readonly target: string
-  readonly load: string
-  readonly requests: number
-  readonly mainCpuUs: number
-  readonly otherThreadsCpuUs: number
-  readonly databaseCpuUs: number
-  readonly byFunction: Record<string, number>
-  readonly byPlace: Record<string, number>
-  readonly workerByFunction: Record<string, number>
-}
+/** A profiled load of the changes part: any load's name. */
+export type ProfiledLoad = Profiled<string>
 
 /** A load of a profiled service: its name and one measurement of it, of `seconds`. */
 export interface ProfileLoad {
@@ -46,29 +37,16 @@ export async function profileService (harness: Harness, name: string, start: (fl
   const folder = join(harness.workFolder, 'changes-profiles', name)
   mkdirSync(folder, { recursive: true })
   const target = await start(['--cpu-prof', `--cpu-prof-dir=${folder}`])
-  const windows: Array<{ load: string, window: Window, requests: number, mainCpuUs: number, otherThreadsCpuUs: number, databaseCpuUs: number }> = []
+  const windows: Array<ProfileWindow & { load: string }> = []
   try {
     for (const load of loads) {
       await load.measure(target, 1)
       await harness.settle(target, 5000)
     }
     for (const load of loads) {
-      const pid = serverPid(target) as number
-      const before = mainThreadCpuSeconds(pid)
-      const from = monotonicMicros()
-      const sample = await load.measure(target, harness.durationSeconds)
-      const to = monotonicMicros()
-      const after = mainThreadCpuSeconds(pid)
+      const measured = await measureWindow(target, () => load.measure(target, harness.durationSeconds))
       await harness.settle(target, 5000)
-      const perRequest = (seconds: number) => seconds / sample.requests * 1e6
-      windows.push({
-        load: load.load,
-        window: { from, to },
-        requests: sample.requests,
-        mainCpuUs: perRequest(after.main - before.main),
-        otherThreadsCpuUs: perRequest(after.all - after.main - (before.all - before.main)),
-        databaseCpuUs: sample.databaseCpuUs
-      })
+      windows.push({ load: load.load, ...measured })
     }
   } finally {
     await harness.servers.stop(target)

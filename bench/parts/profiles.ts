@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { join } from 'node:path'
 import { IDLE, monotonicMicros, readProfiles, selfTimeIn, type SelfTime, type Window } from '../cpu-profile.js'
-import type { Row } from '../figures.js'
+import type { Row, Sample } from '../figures.js'
 import { LOADS, PRELOADED, type Harness, type Part } from '../harness.js'
 import type { Load } from '../load-generator.js'
 import { ROOT, mainThreadCpuSeconds, serverPid, type Target } from '../processes.js'
@@ -14,7 +14,8 @@ const PROFILED_SERVICES = ['sqlite', 'postgres', 'memory'] as const
 const LISTED_FUNCTIONS = 25
 const WARM_UP_SECONDS = 1
 
-interface Measured {
+/** One measurement of a profiled service: its window of the profile, and its CPU per request from /proc. */
+export interface ProfileWindow {
   readonly window: Window
   readonly requests: number
   readonly mainCpuUs: number
@@ -58,10 +59,10 @@ export async function compareProfiles (harness: Harness): Promise<Row[]> {
       ? await servers.startBaseline(name, { extraNodeFlags: profilerFlags })
       : await servers.startService(name, name === 'sqlite' ? `sqlite:${join(harness.workFolder, 'profiled.db')}` : name === 'postgres' ? await harness.postgresDatabase() : 'memory:', {}, ROOT, profilerFlags)
     await harness.preload(target, PRELOADED)
-    const measured = new Map<Load, Measured>()
+    const measured = new Map<Load, ProfileWindow>()
     for (const load of LOADS) {
       await harness.measure(target, load, WARM_UP_SECONDS)
-      measured.set(load, await measureWindow(harness, target, load))
+      measured.set(load, await measureWindow(target, () => harness.measure(target, load, harness.durationSeconds)))
     }
     await servers.stop(target)
     const { main, workers } = readProfiles(folder)
@@ -89,11 +90,12 @@ export async function compareProfiles (harness: Harness): Promise<Row[]> {
   return []
 }
 
-async function measureWindow (harness: Harness, target: Target, load: Load): Promise<Measured> {
+/** Runs `measure` on a service under the profiler, and what its window of the profile holds is that measurement's. */
+export async function measureWindow (target: Target, measure: () => Promise<Sample>): Promise<ProfileWindow> {
   const pid = serverPid(target) as number
   const before = mainThreadCpuSeconds(pid)
   const from = monotonicMicros()
-  const sample = await harness.measure(target, load, harness.durationSeconds)
+  const sample = await measure()
   const to = monotonicMicros()
   const after = mainThreadCpuSeconds(pid)
   const perRequest = (seconds: number) => seconds / sample.requests * 1e6

@@ -8,13 +8,13 @@ import type { PlantListQuery } from '../../src/schemas/plants.js'
 import { compareNames, foldName } from '../../src/store/plant-names.js'
 import { countStatement, pageStatement } from '../../src/store/postgres/plant-pages.js'
 import Database from '../../src/store/sqlite/driver.js'
-import { IDLE, monotonicMicros, readProfiles, selfTimeIn, type SelfTime, type Window } from '../cpu-profile.js'
+import { IDLE, readProfiles, selfTimeIn, type SelfTime } from '../cpu-profile.js'
 import { median, record, roundRatios, summarize, type Samples, type Summary } from '../figures.js'
 import { PAIRED_ROUNDS, regimeLine, type Harness, type Part } from '../harness.js'
 import { catalogBatches, CatalogIndex, checkFoldedWords, nameOf, searchTerms, tagOf, TAGS } from '../plant-catalog.js'
-import { mainThreadCpuSeconds, ROOT, serverPid, type Target } from '../processes.js'
+import { ROOT, serverPid, type Target } from '../processes.js'
 import { asJson, describeRounds, formatTable, generatorCell, ratioRange, writeResultsFile } from '../report.js'
-import { differenceTable, scaledByInterval, type Profiled } from './profiles.js'
+import { differenceTable, measureWindow, scaledByInterval, type Profiled, type ProfileWindow } from './profiles.js'
 import { measureUpgrades } from './query-upgrades.js'
 
 /**
@@ -559,7 +559,7 @@ async function profileLoads (harness: Harness, stores: readonly Measured[], work
     const target = store === undefined
       ? await harness.servers.startBaseline(`${name}-profiled`, { extraNodeFlags: flags, plants: size })
       : await harness.servers.startService(`${name}-profiled`, store.databaseUrl, {}, ROOT, flags)
-    const windows: Array<{ load: QueryLoad, window: Window, requests: number, mainCpuUs: number, otherThreadsCpuUs: number, databaseCpuUs: number }> = []
+    const windows: Array<ProfileWindow & { load: QueryLoad }> = []
     try {
       const loads = store === undefined ? ['id' as const] : QUERY_LOADS
       // Every load once before any is measured: the first in a fresh process would carry the compiler's threads.
@@ -568,22 +568,9 @@ async function profileLoads (harness: Harness, stores: readonly Measured[], work
         await harness.settle(target)
       }
       for (const load of loads) {
-        const pid = serverPid(target) as number
-        const before = mainThreadCpuSeconds(pid)
-        const from = monotonicMicros()
-        const sample = await harness.measurePaths(target, workload.paths[load], harness.durationSeconds, workload.headers[load])
-        const to = monotonicMicros()
-        const after = mainThreadCpuSeconds(pid)
+        const measured = await measureWindow(target, () => harness.measurePaths(target, workload.paths[load], harness.durationSeconds, workload.headers[load]))
         await harness.settle(target)
-        const perRequest = (cpuSeconds: number) => cpuSeconds / sample.requests * 1e6
-        windows.push({
-          load,
-          window: { from, to },
-          requests: sample.requests,
-          mainCpuUs: perRequest(after.main - before.main),
-          otherThreadsCpuUs: perRequest(after.all - after.main - (before.all - before.main)),
-          databaseCpuUs: sample.databaseCpuUs
-        })
+        windows.push({ load, ...measured })
       }
     } finally {
       await harness.servers.stop(target)
