@@ -304,7 +304,8 @@ export class WebhookDispatcher {
         'webhooks: an event is given up on after its last retry')
       return { delivery, at, ...outcome, result: 'failed' }
     }
-    this.log.debug({ subscription: delivery.subscriptionId, event: delivery.eventId, attempts, ...outcome }, 'webhooks: delivery failed; retrying')
+    this.log.debug({ subscription: delivery.subscriptionId, event: delivery.eventId, attempts, ...outcome, retryInMs: nextAttemptAt - at },
+      'webhooks: delivery failed; retrying')
     return { delivery, at, ...outcome, result: 'retry', nextAttemptAt }
   }
 
