@@ -149,6 +149,7 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
   app.decorateRequest('accessToken', null)
   app.decorateRequest('plantListing', null)
   app.decorateRequest('plantBatch', null)
+  app.decorateRequest('changeStream', null)
   // Before everything, so a request's span covers every hook. Off: nothing registered.
   if (tracing !== undefined) await app.register(tracing.requestSpans)
   // Before every other hook, so CORS headers are on every answer; and before knownRoutes (see cors.ts). Off: nothing registered.
@@ -233,7 +234,14 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
     store,
     rateLimitPerMinute: config.rateLimitPerMinute ?? 0,
     batchBodyLimit: config.batchBodyLimit ?? DEFAULT_BATCH_BODY_LIMIT,
-    changes: { store, streams: changeStreams, accessTokens, retentionMs: changesConfig.retentionMs, streamsMax: changesConfig.streamsMax }
+    changes: {
+      store,
+      streams: changeStreams,
+      accessTokens,
+      retentionMs: changesConfig.retentionMs,
+      streamsMax: changesConfig.streamsMax,
+      streamCompleted: (request, reply) => { requestLog.requestCompleted(null, request, reply) }
+    }
   })
   await app.register(adminRoutes, {
     prefix: '/admin',

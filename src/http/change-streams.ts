@@ -62,7 +62,13 @@ interface OpenStream {
   /** Fed by the follower; until then the stream reads the log itself. */
   live: boolean
   lastWriteAt: number
+  /** The change events written to it. */
+  events: number
+  readonly onEnd: ((end: StreamEnding) => void) | undefined
 }
+
+/** How a stream ended: why, and how many change events it was given. */
+export interface StreamEnding { readonly reason: StreamEnd, readonly events: number }
 
 /**
  * The change streams of this instance. One follower reads the log after the last change it handed out,
@@ -105,9 +111,11 @@ export class ChangeStreams {
   /**
    * Opens a stream: resolves with `expired` (nothing written) when changes after its start are no
    * longer kept, or with `start`, to be called with the response once its head is written: from then
-   * on the stream is fed, and ends when the response closes. `full` must be false.
+   * on the stream is fed, and ends when the response closes, telling `onEnd`. `full` must be false.
    */
-  async prepare (request: StreamRequest): Promise<{ readonly status: 'expired' } | { readonly status: 'ready', readonly start: (response: ServerResponse) => void }> {
+  async prepare (request: StreamRequest): Promise<
+    { readonly status: 'expired' } | { readonly status: 'ready', readonly start: (response: ServerResponse, onEnd?: (end: StreamEnding) => void) => void }
+  > {
     this.opening++
     let pending = true
     try {
@@ -125,16 +133,19 @@ export class ChangeStreams {
       pending = false
       return {
         status: 'ready',
-        start: (response) => {
+        start: (response, onEnd) => {
           this.opening--
           // The service began to stop, or the client left, while the stream was being prepared: it ends at once.
           if (this.closed || response.destroyed) {
             response.end()
             response.socket?.end()
             this.stopIfIdle()
+            onEnd?.({ reason: this.closed ? 'shutdown' : 'client', events: 0 })
             return
           }
-          const stream: OpenStream = { response, filter: request.filter, stillAuthorized: request.stillAuthorized, after, live: false, lastWriteAt: Date.now() }
+          const stream: OpenStream = {
+            response, filter: request.filter, stillAuthorized: request.stillAuthorized, after, live: false, lastWriteAt: Date.now(), events: 0, onEnd
+          }
           this.streams.add(stream)
           response.on('close', () => { this.remove(stream, 'client') })
           this.write(stream, STREAM_PREAMBLE)
@@ -280,12 +291,17 @@ export class ChangeStreams {
   /** Writes the changes the stream has not had and its filter passes, in one write. */
   private send (stream: OpenStream, changes: readonly ChangeRecord[], events?: readonly string[]): void {
     let text = ''
+    let passed = 0
     changes.forEach((change, index) => {
       if (change.seq <= stream.after) return
       stream.after = change.seq
-      if (passesFilter(change, stream.filter)) text += events?.[index] ?? changeEvent(change)
+      if (!passesFilter(change, stream.filter)) return
+      text += events?.[index] ?? changeEvent(change)
+      passed++
     })
-    if (text !== '') this.write(stream, text)
+    if (text === '') return
+    this.write(stream, text)
+    if (this.streams.has(stream)) stream.events += passed
   }
 
   /**
@@ -343,6 +359,7 @@ export class ChangeStreams {
   private remove (stream: OpenStream, reason: StreamEnd): boolean {
     if (!this.streams.delete(stream)) return false
     this.options.observer?.streamClosed(reason)
+    stream.onEnd?.({ reason, events: stream.events })
     this.stopIfIdle()
     return true
   }

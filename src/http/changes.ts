@@ -9,7 +9,7 @@ import { PlantIdParams } from '../schemas/plants.js'
 import type { ChangeType } from '../store/change-log.js'
 import type { PlantStore } from '../store/plant-store.js'
 import { historyChangeJson, type ChangeFilter } from './change-json.js'
-import type { ChangeStreams } from './change-streams.js'
+import type { ChangeStreams, StreamEnding } from './change-streams.js'
 import { bearerSecurity } from './docs.js'
 import { leaveInFlight } from './load-shedding.js'
 import { authenticatedOperationErrors, errorResponses, pathParameterErrors } from './responses.js'
@@ -22,6 +22,15 @@ export interface ChangesRoutesOptions {
   readonly retentionMs: number
   /** CHANGES_STREAMS_MAX, for the 503's message. */
   readonly streamsMax: number
+  /** Writes a stream's request line, for a stream whose answer closed without finishing (Fastify writes the others'). */
+  readonly streamCompleted?: ((request: FastifyRequest, reply: FastifyReply) => void) | undefined
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** How a change stream ended, for its log line; null on other requests. */
+    changeStream: StreamEnding | null
+  }
 }
 
 const READ_SECURITY = bearerSecurity('plants:read')
@@ -163,7 +172,12 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
       // Proxies that buffer answers (nginx) send each event at once.
       'x-accel-buffering': 'no'
     })
-    prepared.start(reply.raw)
+    prepared.start(reply.raw, (ending) => { request.changeStream = ending })
+    // A stream the service ends finishes its answer, and Fastify writes its line then; one cut, or left by
+    // its client, closes without finishing, and only this writes it.
+    const completedUnlessFinished = () => { if (!reply.raw.writableFinished) options.streamCompleted?.(request, reply) }
+    if (reply.raw.closed) completedUnlessFinished()
+    else reply.raw.once('close', completedUnlessFinished)
     return reply
   }
 }

@@ -62,6 +62,7 @@ export class CompletedRequestLog extends LogController {
     const traceIds = this.#traceIdsOf === undefined ? undefined : this.#traceIdsOf(request)
     const listing = request.plantListing
     const batch = request.plantBatch
+    const stream = request.changeStream
     if (this.#destination === undefined) {
       reply.log.info({
         ...(traceIds === undefined ? {} : { trace_id: traceIds.traceId, span_id: traceIds.spanId }),
@@ -72,7 +73,8 @@ export class CompletedRequestLog extends LogController {
         responseTime: reply.elapsedTime,
         ...(request.accessToken === null ? {} : { tokenName: request.accessToken.name }),
         ...(listing === null ? {} : { sort: listing.sort, searched: listing.page.q !== undefined, counted: listing.counted }),
-        ...(batch === null ? {} : { operations: batch.operations, applied: batch.applied })
+        ...(batch === null ? {} : { operations: batch.operations, applied: batch.applied }),
+        ...(stream === null ? {} : { events: stream.events, streamEnd: stream.reason })
       }, 'request completed')
       return
     }
@@ -87,6 +89,7 @@ export class CompletedRequestLog extends LogController {
       (request.accessToken === null ? '' : `"tokenName":${jsonString(request.accessToken.name)},`) +
       (listing === null ? '' : `"sort":"${listing.sort}","searched":${listing.page.q !== undefined},"counted":${listing.counted},`) +
       (batch === null ? '' : `"operations":${batch.operations},"applied":${batch.applied},`) +
+      (stream === null ? '' : `"events":${stream.events},"streamEnd":"${stream.reason}",`) +
       '"msg":"request completed"}\n'
     if (!this.#writeScheduled) {
       this.#writeScheduled = true

@@ -106,6 +106,8 @@ export function withoutPruning (store: PlantStore): PlantStore {
 
 /** Waits until the clock has passed `ms` milliseconds after `since`. */
 export async function untilPast (since: number, ms: number): Promise<void> {
-  const wait = since + ms + 1 - Date.now()
-  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+  // A timer may fire a millisecond before Date.now() says its time has come: waited for again until it has.
+  for (let wait = since + ms + 1 - Date.now(); wait > 0; wait = since + ms + 1 - Date.now()) {
+    await new Promise((resolve) => setTimeout(resolve, wait))
+  }
 }

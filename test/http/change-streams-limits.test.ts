@@ -17,9 +17,11 @@ import { openMemoryStore } from '../../src/store/memory/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
 import { bearer, buildTestApp, TEST_TOKEN, type TestAppOptions } from '../helpers/app.js'
 import { changeHead, openChangeStream, openLiveStream, putPlant, writeBatch } from '../helpers/change-streams.js'
+import { collectingStream } from '../helpers/log-lines.js'
 import { seqsOf, type EventStreamReader } from '../helpers/event-stream.js'
 
 const ADMIN_TOKEN = 'change-streams-admin-token-7d21c0'
+const FOLLOWER_TOKEN = 'change-streams-follower-token-41be9a'
 
 /** The app on `store` (a fresh memory store by default), listening on 127.0.0.1: it and its base URL. */
 async function listeningApp (options: TestAppOptions & { changes?: Partial<NonNullable<AppConfig['changes']>> } = {}): Promise<{ app: FastifyInstance, baseUrl: string }> {
@@ -224,6 +226,34 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
     await endedWithin(stream, revokedAt, 2000)
     expect(await closedStreams(app, 'token')).toBe(1)
     expect((await openChangeStream(baseUrl, '', bearer(token))).status).toBe(401)
+  })
+
+  it('given streams that end, then each gets its one request line as it ends: URL, 200, the token, the events it sent and why it ended', async () => {
+    const log = collectingStream()
+    const { app, baseUrl } = await listeningApp({
+      tokens: [TEST_TOKEN, `name=follower;scopes=plants:read;${FOLLOWER_TOKEN}`], logStream: log.stream, config: { logLevel: 'info' }
+    })
+    const streamLines = () => log.lines().filter((line) => line.msg === 'request completed' && String(line.url).startsWith('/plants/changes'))
+    const leaving = await openLiveStream(baseUrl, '?type=plant.created', bearer(FOLLOWER_TOKEN))
+    const staying = await openLiveStream(baseUrl, '', bearer(FOLLOWER_TOKEN))
+    await putPlant(app, 1, { name: 'One' })
+    await putPlant(app, 2, { name: 'Two' })
+    await putPlant(app, 1, { name: 'One again' })
+    await leaving.waitForEvents(2)
+    await staying.waitForEvents(3)
+    expect(streamLines()).toEqual([])
+
+    leaving.close()
+    await expect.poll(() => streamLines().length, { timeout: 2000, interval: 20 }).toBe(1)
+    await app.close()
+    await staying.ended
+
+    const lines = streamLines()
+    expect(lines.map(({ method, url, statusCode, tokenName, events, streamEnd }) => ({ method, url, statusCode, tokenName, events, streamEnd }))).toEqual([
+      { method: 'GET', url: '/plants/changes?type=plant.created', statusCode: 200, tokenName: 'follower', events: 2, streamEnd: 'client' },
+      { method: 'GET', url: '/plants/changes', statusCode: 200, tokenName: 'follower', events: 3, streamEnd: 'shutdown' }
+    ])
+    for (const line of lines) expect(line.responseTime).toBeGreaterThan(0)
   })
 
   it('given a stream opened with a token expiring in 2 s, then the stream ends within 2 s of the expiry, not before', async () => {

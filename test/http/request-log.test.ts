@@ -188,7 +188,7 @@ describe('The client address of the log line (remoteAddress)', () => {
     await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'json-line' } })
     await nextTurn()
     const prettyFields: Array<Record<string, unknown>> = []
-    const request = { id: 'pretty-line', method: 'GET', url: '/healthz', ip: '127.0.0.1', accessToken: null, plantListing: null, plantBatch: null }
+    const request = { id: 'pretty-line', method: 'GET', url: '/healthz', ip: '127.0.0.1', accessToken: null, plantListing: null, plantBatch: null, changeStream: null }
     const reply = { statusCode: 200, elapsedTime: 1.25, log: { info: (fields: Record<string, unknown>) => { prettyFields.push(fields) } } }
 
     new CompletedRequestLog('info').requestCompleted(null, request as unknown as FastifyRequest, reply as unknown as FastifyReply)
