@@ -5,7 +5,7 @@
  * it writes each change (`plant_changes.document`, migration 11), and the feed's tests hold every backend
  * to the same text.
  */
-import type { ChangeFeedPage, ChangeRecord, ChangeType } from './change-log.js'
+import type { ChangeFeedJsonPage, ChangeFeedPage, ChangeRecord, ChangeType } from './change-log.js'
 import { plantJson } from './plant-document.js'
 
 export function changeJson (change: ChangeRecord): string {
@@ -40,11 +40,6 @@ export function isoTime (ms: number): string {
   const millis = inMinute - seconds * 1000
   return `${cachedMinutePrefix}${seconds < 10 ? '0' : ''}${seconds}.${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`
 }
-
-/** A page of the feed as the route answers it: a JSON array of change documents, and the page's last `seq`. */
-export type ChangeFeedJsonPage =
-  | { readonly status: 'page', readonly json: string, readonly lastSeq: bigint | undefined }
-  | { readonly status: 'expired' }
 
 /** The JSON page of a page of change records (the memory adapter builds it so). */
 export function jsonPageOf (page: ChangeFeedPage): ChangeFeedJsonPage {

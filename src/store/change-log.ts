@@ -5,8 +5,7 @@
  *
  * Times are milliseconds since the epoch, taken from the writer's clock.
  */
-import { plantRecord, type PlantRecord } from './plant-store.js'
-import type { ChangeFeedJsonPage } from './change-document.js'
+import { plantRecord, type PlantRecord } from './plant-record.js'
 
 export const CHANGE_TYPES = ['plant.created', 'plant.updated', 'plant.deleted'] as const
 export type ChangeType = typeof CHANGE_TYPES[number]
@@ -44,6 +43,11 @@ export interface ChangeFeedRequest {
  */
 export type ChangeFeedPage =
   | { readonly status: 'page', readonly changes: readonly ChangeRecord[] }
+  | { readonly status: 'expired' }
+
+/** A page of the feed as the route answers it: a JSON array of change documents, and the page's last `seq`. */
+export type ChangeFeedJsonPage =
+  | { readonly status: 'page', readonly json: string, readonly lastSeq: bigint | undefined }
   | { readonly status: 'expired' }
 
 export interface HistoryRequest {

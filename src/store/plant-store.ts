@@ -8,49 +8,12 @@ import type { PlantJson } from './plant-document.js'
 import type { AccessTokenStore } from './access-token-store.js'
 import type { ChangeLog } from './change-log.js'
 import type { WebhookStore } from './webhook-store.js'
-import type { PlanOutcome, WritePlan } from './write-operations.js'
+import type { CreateOutcome, DeleteOutcome, Expectation, PatchOutcome, PlanOutcome, PlantPatchRecord, PutOutcome, WritePlan } from './write-operations.js'
+import type { PlantRecord } from './plant-record.js'
 
-export interface PlantRecord {
-  readonly id: bigint
-  readonly name: string
-  /** Absent when the plant was created without a tag; an empty tag is a different value. */
-  readonly tag?: string
-}
-
-export type CreateOutcome =
-  /** The plant did not exist and is now durably committed. */
-  | { readonly status: 'created', readonly plant: PlantRecord }
-  /** The same id, name and tag were already stored (a client retry); nothing changed. */
-  | { readonly status: 'replayed', readonly plant: PlantRecord }
-  /** The id is taken by a plant with another name or tag, which `existing` holds; nothing changed. */
-  | { readonly status: 'conflict', readonly existing: PlantRecord }
-
-/**
- * The plant a conditional write was decided on (its HTTP preconditions were checked against it): the
- * write takes effect only while the store still holds exactly this plant, or no plant with the id when
- * `plant` is undefined. Otherwise the write answers `stale` with what the store holds now.
- */
-export interface Expectation { readonly plant: PlantRecord | undefined }
-
-/** A merge patch (RFC 7396) of a plant: a given name replaces the name; a tag replaces it, `null` removes it. */
-export interface PlantPatchRecord {
-  readonly name?: string
-  readonly tag?: string | null
-}
-
-/** The store no longer holds the plant a conditional write expected; nothing changed. */
-export interface Stale { readonly status: 'stale', readonly current: PlantRecord | undefined }
-
-export type PutOutcome =
-  | { readonly status: 'created' | 'replaced', readonly plant: PlantRecord }
-  | Stale
-
-export type PatchOutcome =
-  | { readonly status: 'patched', readonly plant: PlantRecord }
-  | { readonly status: 'not-found' }
-  | Stale
-
-export type DeleteOutcome = { readonly status: 'deleted' | 'not-found' } | Stale
+// The port's words, defined beside what makes and decides them.
+export { plantRecord, recordOfRow, samePlant, sameState, type PlantRecord, type PlantRow } from './plant-record.js'
+export { outcomeOfMeeting, type CreateOutcome, type DeleteOutcome, type Expectation, type PatchOutcome, type PlantPatchRecord, type PutOutcome, type Stale } from './write-operations.js'
 
 /**
  * A page of plants: `json` is a JSON array of PlantJson documents, or, when the request asked for
@@ -194,32 +157,6 @@ export interface PoolUsage {
   readonly waiting: number
   /** The most connections the pool opens (DATABASE_POOL_SIZE). */
   readonly max: number
-}
-
-export function samePlant (a: PlantRecord, b: PlantRecord): boolean {
-  return a.id === b.id && a.name === b.name && a.tag === b.tag
-}
-
-/** Both absent, or the same plant. */
-export function sameState (a: PlantRecord | undefined, b: PlantRecord | undefined): boolean {
-  return a === undefined || b === undefined ? a === b : samePlant(a, b)
-}
-
-/** What a create that met a stored plant with its id answers: a replay of the same plant, or a conflict. */
-export function outcomeOfMeeting (stored: PlantRecord, plant: PlantRecord): CreateOutcome {
-  return samePlant(stored, plant) ? { status: 'replayed', plant: stored } : { status: 'conflict', existing: stored }
-}
-
-/** A row of the `plants` table as the SQL adapters read it: a plant without a tag has NULL. */
-export interface PlantRow { readonly id: bigint, readonly name: string, readonly tag: string | null }
-
-export function recordOfRow (row: PlantRow): PlantRecord {
-  return plantRecord(row.id, row.name, row.tag)
-}
-
-/** A plant; a tag that is null or undefined is no tag. */
-export function plantRecord (id: bigint, name: string, tag: string | null | undefined): PlantRecord {
-  return tag === null || tag === undefined ? { id, name } : { id, name, tag }
 }
 
 /**

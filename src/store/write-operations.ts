@@ -1,7 +1,44 @@
-import {
-  plantRecord, sameState, type CreateOutcome, type DeleteOutcome, type Expectation, type PatchOutcome, type PlantPatchRecord,
-  type PlantRecord, type PutOutcome
-} from './plant-store.js'
+import { plantRecord, samePlant, sameState, type PlantRecord } from './plant-record.js'
+
+export type CreateOutcome =
+  /** The plant did not exist and is now durably committed. */
+  | { readonly status: 'created', readonly plant: PlantRecord }
+  /** The same id, name and tag were already stored (a client retry); nothing changed. */
+  | { readonly status: 'replayed', readonly plant: PlantRecord }
+  /** The id is taken by a plant with another name or tag, which `existing` holds; nothing changed. */
+  | { readonly status: 'conflict', readonly existing: PlantRecord }
+
+/**
+ * The plant a conditional write was decided on (its HTTP preconditions were checked against it): the
+ * write takes effect only while the store still holds exactly this plant, or no plant with the id when
+ * `plant` is undefined. Otherwise the write answers `stale` with what the store holds now.
+ */
+export interface Expectation { readonly plant: PlantRecord | undefined }
+
+/** A merge patch (RFC 7396) of a plant: a given name replaces the name; a tag replaces it, `null` removes it. */
+export interface PlantPatchRecord {
+  readonly name?: string
+  readonly tag?: string | null
+}
+
+/** The store no longer holds the plant a conditional write expected; nothing changed. */
+export interface Stale { readonly status: 'stale', readonly current: PlantRecord | undefined }
+
+export type PutOutcome =
+  | { readonly status: 'created' | 'replaced', readonly plant: PlantRecord }
+  | Stale
+
+export type PatchOutcome =
+  | { readonly status: 'patched', readonly plant: PlantRecord }
+  | { readonly status: 'not-found' }
+  | Stale
+
+export type DeleteOutcome = { readonly status: 'deleted' | 'not-found' } | Stale
+
+/** What a create that met a stored plant with its id answers: a replay of the same plant, or a conflict. */
+export function outcomeOfMeeting (stored: PlantRecord, plant: PlantRecord): CreateOutcome {
+  return samePlant(stored, plant) ? { status: 'replayed', plant: stored } : { status: 'conflict', existing: stored }
+}
 
 /**
  * A write as the store commits it: a create (`POST`), a change of one plant that may be conditional, or a

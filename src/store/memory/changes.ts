@@ -1,8 +1,8 @@
 import {
-  CHANGE_TYPES, ChangeSignal, changeTypeCode, leftTagOf, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeLogExtent, type ChangeRecord,
+  CHANGE_TYPES, ChangeSignal, changeTypeCode, leftTagOf, type ChangeFeedJsonPage, type ChangeFeedPage, type ChangeFeedRequest, type ChangeLog, type ChangeLogExtent, type ChangeRecord,
   type HistoryRequest, type PendingChange
 } from '../change-log.js'
-import { jsonPageOf, type ChangeFeedJsonPage } from '../change-document.js'
+import { jsonPageOf } from '../change-document.js'
 
 /** The memory store's change log: an array in `seq` order, pruned from its start. */
 export class MemoryChangeLog implements ChangeLog {

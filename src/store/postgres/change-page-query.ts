@@ -1,5 +1,5 @@
-import { isoTime, type ChangeFeedJsonPage } from '../change-document.js'
-import { TYPE_OF_CODE } from '../change-log.js'
+import { isoTime } from '../change-document.js'
+import { TYPE_OF_CODE, type ChangeFeedJsonPage } from '../change-log.js'
 import { writePlantParts } from './plant-documents-query.js'
 import { TextRowsQuery } from './text-rows-query.js'
 

@@ -1,9 +1,8 @@
 import type { SqliteDatabase, Statement } from './driver.js'
 import { asUnavailable } from './transient-errors.js'
-import type { ChangeFeedJsonPage } from '../change-document.js'
 import type { SqliteWriter } from './writer.js'
 import {
-  changeOfRow, CODE_OF_TYPE, type ChangeSignal, type ChangeFeedRequest, type ChangeLog, type ChangeRow, type HistoryRequest
+  changeOfRow, CODE_OF_TYPE, type ChangeSignal, type ChangeFeedJsonPage, type ChangeFeedRequest, type ChangeLog, type ChangeRow, type HistoryRequest
 } from '../change-log.js'
 
 interface PageParameters { readonly tag?: string, readonly after: bigint, readonly limit: number }
