@@ -240,7 +240,11 @@ export async function buildApp (config: AppConfig, dependencies: AppDependencies
       accessTokens,
       retentionMs: changesConfig.retentionMs,
       streamsMax: changesConfig.streamsMax,
-      streamCompleted: (request, reply) => { requestLog.requestCompleted(null, request, reply) }
+      // Fastify writes the line of a stream whose answer finished (the service ended it), never a span's end.
+      streamClosed: (request, reply, finished) => {
+        if (!finished) requestLog.requestCompleted(null, request, reply)
+        tracing?.endHijackedRequestSpan(request, reply.statusCode)
+      }
     }
   })
   await app.register(adminRoutes, {

@@ -22,8 +22,11 @@ export interface ChangesRoutesOptions {
   readonly retentionMs: number
   /** CHANGES_STREAMS_MAX, for the 503's message. */
   readonly streamsMax: number
-  /** Writes a stream's request line, for a stream whose answer closed without finishing (Fastify writes the others'). */
-  readonly streamCompleted?: ((request: FastifyRequest, reply: FastifyReply) => void) | undefined
+  /**
+   * Told when a stream's answer has closed, and whether it finished (the service ended it) or not (cut, or
+   * left by its client): what Fastify does for other answers, its request line and span, is done here.
+   */
+  readonly streamClosed?: ((request: FastifyRequest, reply: FastifyReply, finished: boolean) => void) | undefined
 }
 
 declare module 'fastify' {
@@ -173,11 +176,9 @@ export async function changesRoutes (app: FastifyInstance, options: ChangesRoute
       'x-accel-buffering': 'no'
     })
     prepared.start(reply.raw, (ending) => { request.changeStream = ending })
-    // A stream the service ends finishes its answer, and Fastify writes its line then; one cut, or left by
-    // its client, closes without finishing, and only this writes it.
-    const completedUnlessFinished = () => { if (!reply.raw.writableFinished) options.streamCompleted?.(request, reply) }
-    if (reply.raw.closed) completedUnlessFinished()
-    else reply.raw.once('close', completedUnlessFinished)
+    const closed = () => { options.streamClosed?.(request, reply, reply.raw.writableFinished) }
+    if (reply.raw.closed) closed()
+    else reply.raw.once('close', closed)
     return reply
   }
 }

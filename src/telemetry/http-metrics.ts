@@ -50,7 +50,8 @@ export const httpMetrics = fp(async function httpMetrics (app: FastifyInstance, 
     const hooks = route.onResponse === undefined ? [] : Array.isArray(route.onResponse) ? route.onResponse : [route.onResponse]
     const observe = observerFor(route.url)
     route.onResponse = [...hooks, function measure (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
-      observe(request, reply)
+      // A change stream's lifetime is no request's duration: plantstore_change_streams_* count streams.
+      if (request.changeStream === null) observe(request, reply)
       observeListing(request, reply)
       countBatch(request)
       done()

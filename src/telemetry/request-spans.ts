@@ -1,6 +1,6 @@
 import { context, trace, type Span } from '@opentelemetry/api'
 import type { FastifyOtelInstrumentation } from '@fastify/otel'
-import { ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions'
+import { ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions'
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { withoutSearchText } from '../http/query-string.js'
@@ -36,6 +36,17 @@ export function nameRequestSpan (span: Span, request: FastifyRequest): void {
     span.setAttribute(ATTR_URL_PATH, request.url.slice(0, queryStart))
     span.setAttribute(ATTR_URL_QUERY, withoutSearchText(request.url.slice(queryStart)).slice(1))
   }
+}
+
+/**
+ * Ends the span of a request whose answer was hijacked (a change stream), when that answer closes:
+ * @fastify/otel ends a span in `onSend`, which a hijacked answer never reaches.
+ */
+export function endHijackedRequestSpan (request: FastifyRequest, statusCode: number): void {
+  const { span } = request.opentelemetry()
+  if (span === null || span === undefined) return
+  span.setAttributes({ [ATTR_HTTP_RESPONSE_STATUS_CODE]: statusCode })
+  span.end()
 }
 
 /** The ids of a request's span, for its log line. */

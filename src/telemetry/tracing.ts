@@ -31,6 +31,8 @@ export interface Tracing {
   readonly storeObserver: StoreObserver
   /** A span per webhook delivery attempt, whose context the receiver gets in `traceparent`. */
   readonly deliveryTracer: DeliveryTracer
+  /** Ends the span of a request whose answer was hijacked (a change stream), once that answer has closed. */
+  readonly endHijackedRequestSpan: (request: FastifyRequest, statusCode: number) => void
   /** The ids of a request's span, for its log line; undefined for a request that has none. */
   readonly requestTraceIds: (request: FastifyRequest) => TraceIds | undefined
   /** pino's `mixin`: `trace_id` and `span_id` of the span active where a line is logged. */
@@ -83,6 +85,7 @@ export async function startTracing (protocol: OtlpProtocol): Promise<Tracing> {
     traceStore: (store) => storeSpans.tracedStore(store, tracer),
     storeObserver: storeSpans.writeBatchSpans(tracer),
     deliveryTracer: deliverySpans(tracer),
+    endHijackedRequestSpan: requestSpans.endHijackedRequestSpan,
     requestTraceIds: requestSpans.requestTraceIds,
     logMixin: requestSpans.activeTraceIds,
     shutdown: async () => {

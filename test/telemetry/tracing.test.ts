@@ -11,6 +11,7 @@ import type { PlantStore } from '../../src/store/plant-store.js'
 import { openSqliteStore } from '../../src/store/sqlite/store.js'
 import { SERVICE_VERSION } from '../../src/version.js'
 import { bearer, buildTestApp, postPlant, TEST_TOKEN, temporaryFolder } from '../helpers/app.js'
+import { openLiveStream, putPlant } from '../helpers/change-streams.js'
 import { OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js'
 import { spawnServer, startServer } from '../helpers/server-process.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
@@ -120,6 +121,28 @@ describe('Tracing, when an OTLP endpoint is set', () => {
     expect(completed('create-7')).toMatchObject({ trace_id: CALLER.traceId, span_id: post.spanId, statusCode: 200 })
     expect(completed('read-7')).toMatchObject({ trace_id: get.traceId, span_id: get.spanId })
     expect(Object.keys(completed('read-7') ?? {}).slice(0, 7)).toEqual(['level', 'time', 'pid', 'hostname', 'reqId', 'trace_id', 'span_id'])
+  })
+
+  it('ends the span of a change stream when it closes, whether its client left or the service ended it; and no stream is a request duration', async () => {
+    const receiver = await OtlpReceiver.start()
+    const { app } = await tracedApp(receiver, { config: { metrics: true } })
+    const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 })
+    const leaving = await openLiveStream(baseUrl, '?type=plant.deleted')
+    const staying = await openLiveStream(baseUrl)
+    await putPlant(app, 8, { name: 'Streamed fern' })
+    await staying.waitForEvents(1)
+
+    leaving.close()
+    await receiver.waitFor((received) => received.some((span) => span.name === 'GET /plants/changes'))
+    await app.close()
+    await staying.ended
+    const scraped = await app.metrics?.scrape()
+    const spans = await receiver.waitFor((received) => received.filter((span) => span.name === 'GET /plants/changes').length === 2)
+
+    expect(spans.filter((span) => span.name === 'GET /plants/changes').map((span) => ({
+      query: span.attributes['url.query'], status: span.attributes['http.response.status_code']
+    }))).toEqual([{ query: 'type=plant.deleted', status: 200 }, { query: undefined, status: 200 }])
+    expect(scraped?.text).not.toContain('route="/plants/changes"')
   })
 
   it('makes a span per group-commit batch, linked to every store call it committed, each of which links back to it (metrics on too)', async () => {
