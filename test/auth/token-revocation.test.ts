@@ -64,7 +64,7 @@ interface CreatedToken {
 /** POST /admin/tokens, asserting the 201 and its exact shape. */
 async function createToken (baseUrl: string, adminToken: string, request: { name: string, scopes: string[], expiresAt?: string }): Promise<CreatedToken> {
   const answer = await call(baseUrl, adminToken, 'POST', '/admin/tokens', request)
-  expect({ status: answer.status, cacheControl: answer.headers.get('cache-control') }).toEqual({ status: 201, cacheControl: 'no-store' })
+  expect({ status: answer.status, cacheControl: answer.headers.get('cache-control') }, answer.text).toEqual({ status: 201, cacheControl: 'no-store' })
   const created = JSON.parse(answer.text) as CreatedToken
   expect(created).toEqual({
     id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/),
