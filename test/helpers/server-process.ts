@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { onTestFinished } from 'vitest'
+import { onTestFailed, onTestFinished } from 'vitest'
 import { appendCapturedLog, CAPTURED_LOG_LEVEL } from './log-capture.js'
 
+const LOG_FLUSH_WAIT_MS = 1200
 const SERVER_ENTRY = fileURLToPath(new URL('../../dist/server.js', import.meta.url))
 
 export interface ServerProcess {
@@ -40,6 +42,12 @@ export function spawnServer (env: Record<string, string>, options: { cwd?: strin
   const exited = new Promise<number | string>((resolve) => {
     child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))
   })
+  onTestFailed(async () => {
+    // The service flushes its buffered log every second.
+    if (child.exitCode === null && child.signalCode === null) await sleep(LOG_FLUSH_WAIT_MS)
+    const complaints = warningsOf(stdout)
+    if (complaints !== '') console.error(`server ${child.pid ?? '?'} logged, before the test failed:\n${complaints}`)
+  })
   onTestFinished(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       process.kill(child.pid as number, 'SIGKILL')
@@ -48,6 +56,14 @@ export function spawnServer (env: Record<string, string>, options: { cwd?: strin
     appendCapturedLog(stdout)
   })
   return { child, stdout: () => stdout, stderr: () => stderr, exited }
+}
+
+/** The log lines at warn level or above (pino's 40+), which say why a request was answered 5xx. */
+function warningsOf (log: string): string {
+  return log.split('\n').filter((line) => {
+    const level = /^\{"level":(\d+)/.exec(line)?.[1]
+    return level !== undefined && Number(level) >= 40
+  }).join('\n')
 }
 
 /** Spawns the built server and resolves once it listens, with its base URL. */

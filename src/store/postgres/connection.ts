@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { latestVersion, SchemaTooNewError } from '../migration.js'
+import { ADVISORY_LOCK_KEYS } from './advisory-locks.js'
 import { postgresMigrations } from './migrations.js'
 import { StoreUnavailableError, type PoolUsage } from '../plant-store.js'
 import { createPostgresPool, type PostgresPoolOptions } from './pool.js'
@@ -36,8 +37,6 @@ export interface PostgresConnection {
   close (): Promise<void>
 }
 
-/** Serializes schema changes of concurrently starting instances (an arbitrary, fixed key). */
-const MIGRATION_LOCK_KEY = '7243190561180520497'
 const MIGRATIONS_TABLE = `
   CREATE TABLE IF NOT EXISTS plantstore_migrations (
     version    INTEGER PRIMARY KEY,
@@ -171,7 +170,7 @@ async function migrate (pool: pg.Pool, begin: string): Promise<void> {
   const known = latestVersion(postgresMigrations)
   /** The version applied, read under the lock, which the transaction holds until it ends. */
   const lockedVersion = async (client: pg.PoolClient): Promise<number> => {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY])
+    await client.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCK_KEYS.migration])
     await client.query(MIGRATIONS_TABLE)
     const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM plantstore_migrations')
     const current = rows[0]?.version ?? 0

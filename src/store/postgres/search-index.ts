@@ -1,4 +1,5 @@
 import pg from 'pg'
+import { ADVISORY_LOCK_KEYS } from './advisory-locks.js'
 import type { PostgresConnection } from './connection.js'
 import { foldStoredNames } from './migrations.js'
 
@@ -8,8 +9,6 @@ export interface StoreLog {
   warn (message: string): void
 }
 
-/** Serializes the instances that build the search index (an arbitrary, fixed key). */
-const BUILD_LOCK_KEY = '7243190561180520498'
 /** How often an instance folds the names that instances of an earlier release stored meanwhile. */
 const SWEEP_MS = 60_000
 
@@ -82,7 +81,7 @@ export class SearchUpkeep {
       const state = await indexState(client)
       if (state === 'valid') return
       if (!this.canBuild) return this.advise('the index plants_name_trigrams does not exist')
-      const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [BUILD_LOCK_KEY])
+      const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [ADVISORY_LOCK_KEYS.searchIndexBuild])
       // Another instance builds it.
       if (rows[0]?.locked !== true) return
       // A build that was cut short leaves an invalid index behind: it is built again.

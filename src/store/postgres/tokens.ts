@@ -1,11 +1,10 @@
 import type pg from 'pg'
 import { scopesOfText, scopesText } from '../scopes.js'
 import type { AccessTokenRecord, AccessTokenStore, VerifiableAccessToken } from '../access-token-store.js'
+import { ADVISORY_LOCK_KEYS } from './advisory-locks.js'
 import type { PostgresConnection } from './connection.js'
 import { announceTokenChange, type TokenChangeListener } from './token-changes.js'
 
-/** Serializes token creates, so the check that a name is free and the insert cannot interleave. */
-const TOKEN_LOCK_KEY = '7243190561180520498'
 /**
  * READ COMMITTED whatever the server's default: a token transaction's statements after the advisory
  * lock must see what the transaction that held the lock committed.
@@ -51,7 +50,7 @@ export function postgresTokenStore (connection: PostgresConnection, changes: Tok
     },
     create (token) {
       return transaction(async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [TOKEN_LOCK_KEY])
+        await client.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCK_KEYS.accessTokens])
         const { rowCount } = await client.query(
           'SELECT 1 FROM access_tokens WHERE name = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
           [token.name, token.createdAt])
@@ -70,7 +69,7 @@ export function postgresTokenStore (connection: PostgresConnection, changes: Tok
     },
     createInitialAdmin (token) {
       return transaction(async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [TOKEN_LOCK_KEY])
+        await client.query('SELECT pg_advisory_xact_lock($1)', [ADVISORY_LOCK_KEYS.accessTokens])
         const { rowCount } = await client.query('SELECT 1 FROM access_tokens LIMIT 1')
         if (rowCount !== 0) return false
         await insert(client, token)
