@@ -11,6 +11,7 @@ const OTHER_ORIGIN = 'https://elsewhere.example.org'
 const READ_ONLY_TOKEN = 'cors-read-only-token'
 const TOKENS = [TEST_TOKEN, `name=reader;scopes=plants:read;${READ_ONLY_TOKEN}`]
 
+const NODE_MAJOR = Number(process.versions.node.split('.')[0])
 const EXPOSED = 'Link, Location, ETag, Retry-After, X-Total-Count, Preference-Applied, x-request-id'
 const PREFLIGHT_ANSWER = {
   'access-control-allow-methods': 'GET, HEAD, POST, PUT, PATCH, DELETE',
@@ -159,8 +160,7 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
     expect(corsHeadersOf(shed)).toEqual({ 'access-control-allow-origin': ORIGIN, 'access-control-expose-headers': EXPOSED, vary: 'Origin' })
   })
 
-  // Node 26 closes, unanswered, a connection whose request has not fully arrived when the shutdown begins.
-  it.skipIf(Number(process.versions.node.split('.')[0]) >= 26)('puts the CORS headers on the 503 of a request that arrives while the service shuts down', async () => {
+  it('puts the CORS headers on the 503 of a request that arrives while the service shuts down (Node 26 closes its connection unanswered)', async () => {
     let openGate = () => {}
     const gate = new Promise<void>((resolve) => { openGate = resolve })
     let enterCreate = () => {}
@@ -180,6 +180,14 @@ describe('CORS for listed origins (CORS_ORIGINS=https://app.example.com,…)', (
 
     const closed = app.close()
     await expect.poll(() => app.server.listening).toBe(false)
+    if (NODE_MAJOR >= 26) {
+      // Node 26 ends, unanswered, a connection whose request has not fully arrived when the shutdown begins.
+      await expect.poll(() => late.ended()).toBe(true)
+      openGate()
+      await closed
+      expect(late.received()).toBe('')
+      return
+    }
     late.send(`Host: x\r\nOrigin: ${ORIGIN}\r\nAuthorization: Bearer ${TEST_TOKEN}\r\n\r\n`)
     await expect.poll(() => late.received()).toMatch(/\}$/)
     openGate()
@@ -276,11 +284,13 @@ describe('The answers CORS must leave alone', () => {
 })
 
 /** A raw connection to a listening app: bytes sent as they are, everything answered collected. */
-function openConnection (address: AddressInfo): { send: (bytes: string) => void, received: () => string } {
+function openConnection (address: AddressInfo): { send: (bytes: string) => void, received: () => string, ended: () => boolean } {
   const socket = connect(address.port, address.address)
   onTestFinished(() => { socket.destroy() })
   let answer = ''
+  let ended = false
   socket.on('data', (chunk: Buffer) => { answer += chunk.toString() })
+  socket.on('close', () => { ended = true })
   socket.on('error', () => {})
-  return { send: (bytes) => { socket.write(bytes) }, received: () => answer }
+  return { send: (bytes) => { socket.write(bytes) }, received: () => answer, ended: () => ended }
 }
