@@ -15,7 +15,11 @@ import { KEEP_ALIVE_MS, TICK_MS } from '../../src/http/change-streams.js'
 import type { ChangeFeedRequest } from '../../src/store/change-log.js'
 import { openMemoryStore } from '../../src/store/memory/store.js'
 import type { PlantStore } from '../../src/store/plant-store.js'
+import { JwtAccessTokens } from '../../src/auth/jwt/jwt-access-tokens.js'
 import { bearer, buildTestApp, TEST_TOKEN, type TestAppOptions } from '../helpers/app.js'
+import { generateSigningKey, startIdentityProvider } from '../helpers/identity-provider.js'
+import { jwtSettingsFor } from '../helpers/jwt-service.js'
+import { claimsFor, nowSeconds } from '../helpers/jwt-tokens.js'
 import { changeHead, openChangeStream, openLiveStream, putPlant, writeBatch } from '../helpers/change-streams.js'
 import { collectingStream } from '../helpers/log-lines.js'
 import { seqsOf, type EventStreamReader } from '../helpers/event-stream.js'
@@ -274,6 +278,22 @@ describe('Change streams: keep-alive, retention, limits, tokens, slow clients an
     const afterExpiryMs = ending.wallMs - expiresAt.getTime()
     expect(afterExpiryMs).toBeGreaterThanOrEqual(0)
     expect(afterExpiryMs).toBeLessThanOrEqual(2000)
+  })
+
+  it('given a stream opened with an identity provider\'s token, then the stream ends within 2 s of its exp plus the clock tolerance, not before', async () => {
+    const provider = await startIdentityProvider({ keys: [await generateSigningKey('ES256', 'stream-expiry-ec')] })
+    onTestFinished(() => provider.close())
+    const toleranceS = 1
+    const { baseUrl } = await listeningApp({ jwt: new JwtAccessTokens(jwtSettingsFor(provider, { clockToleranceS: toleranceS })) })
+    const exp = nowSeconds() + 3
+    const token = await provider.sign(claimsFor(provider, { scope: 'plants:read', exp }))
+
+    const stream = await openLiveStream(baseUrl, '', bearer(token))
+
+    const ending = await stream.ended
+    const afterRefusalMs = ending.wallMs - (exp + toleranceS) * 1000
+    expect(afterRefusalMs).toBeGreaterThanOrEqual(0)
+    expect(afterRefusalMs).toBeLessThanOrEqual(2000)
   })
 
   it('given clients that read, when a batch writes 1000 changes with long names (a page well past the 128 KiB bound), then live and catching-up streams get all of them and none is cut', async () => {

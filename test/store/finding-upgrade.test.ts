@@ -8,6 +8,7 @@
 import { join } from 'node:path'
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import type { PlantStore } from '../../src/store/plant-store.js'
 import { postgresMigrations } from '../../src/store/postgres/migrations.js'
 import { openPostgresStore } from '../../src/store/postgres/store.js'
 import Database from '../../src/store/sqlite/driver.js'
@@ -30,8 +31,20 @@ function sqliteStoreOfRelease17 (file: string): void {
   db.close()
 }
 
+/** API.md: a store that existed before the change log starts its log empty; the first write after is seq 1. */
+async function expectChangeLogStartsEmpty (store: PlantStore): Promise<void> {
+  const everything = { after: 0n, limit: 100, keptSince: 0 }
+  expect(await store.changes.head()).toBe(0n)
+  expect(await store.changes.read(everything)).toEqual({ status: 'page', changes: [] })
+  expect(await store.changes.history({ id: 2n, limit: 10 })).toEqual([])
+  await store.put({ id: 2n, name: 'Straße 2, renamed' })
+  expect(await store.changes.head()).toBe(1n)
+  const page = await store.changes.read(everything)
+  expect(page.status === 'page' ? page.changes.map(({ seq, type, id }) => ({ seq, type, id })) : page).toEqual([{ seq: 1n, type: 'plant.updated', id: 2n }])
+}
+
 describe('A SQLite store of release 1.7.0', () => {
-  it('is upgraded at open: every name folded, in batches, then searched and ordered by name', async () => {
+  it('is upgraded at open: every name folded, in batches, then searched and ordered by name; its change log starts empty', async () => {
     const file = join(temporaryFolder(), 'release-1.7.db')
     sqliteStoreOfRelease17(file)
 
@@ -49,6 +62,8 @@ describe('A SQLite store of release 1.7.0', () => {
     expect(await store.count({ q: 'ße 1' })).toBe(3113)
     expect(await store.count({ q: 'ße 1', tag: 'even' })).toBe(1556)
     expect(JSON.parse((await store.list({ order: '-name', limit: 2 })).json)).toEqual([{ id: 9999, name: 'Straße 9999' }, { id: 9998, name: 'Straße 9998', tag: 'even' }])
+
+    await expectChangeLogStartsEmpty(store)
   })
 
   it('goes on from where an upgrade cut short stopped: some names folded, the others not yet', async () => {
@@ -133,7 +148,7 @@ describe('SQLite\'s search index, brought up to date behind the writes', () => {
 })
 
 describe('A PostgreSQL store of release 1.7.0', () => {
-  it('is upgraded at start: every name folded, in batches, then searched and ordered by name', async () => {
+  it('is upgraded at start: every name folded, in batches, then searched and ordered by name; its change log starts empty', async () => {
     const url = await createTestDatabase()
     const client = new pg.Client({ connectionString: url })
     await client.connect()
@@ -155,6 +170,7 @@ describe('A PostgreSQL store of release 1.7.0', () => {
       { id: 1200, name: 'Straße 1200', tag: 'even' }, { id: 12000, name: 'Straße 12000', tag: 'even' }, { id: 12001, name: 'Straße 12001' }
     ])
     expect(await store.count({ q: 'ße 1', tag: 'even' })).toBe(1556)
+    await expectChangeLogStartsEmpty(store)
   })
 
   it('builds migration 10\'s indexes however long they take: past DATABASE_STATEMENT_TIMEOUT_MS and the client\'s time-out above it', async () => {
