@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest'
 import { entityTagOf } from '../../src/http/entity-tags.js'
 import { plantJson } from '../../src/store/plant-document.js'
 import type { WritePlan } from '../../src/store/write-operations.js'
-import { backends, bearer, buildTestApp, expectError, postPlant } from '../helpers/app.js'
+import { backends, bearer, buildTestApp, expectError, postPlant, TEST_TOKEN } from '../helpers/app.js'
 import { WebhookReceiver } from '../helpers/webhook-receiver.js'
 import { subscribe, WEBHOOK_TEST_CONFIG, WEBHOOK_TEST_TOKENS } from '../helpers/webhooks.js'
 
@@ -184,8 +184,16 @@ describe('POST /plants/batch refuses what is not a batch, before any store call'
   })
 
   it('needs plants:write, and a JSON body', async () => {
-    const app = await buildTestApp({ tokens: ['name=reader;scopes=plants:read;reader-token'] })
+    const app = await buildTestApp({ tokens: [TEST_TOKEN, 'name=reader;scopes=plants:read;reader-token'] })
 
+    const operations = JSON.stringify({ operations: [{ method: 'POST', body: { id: 1, name: 'Fern' } }] })
+    for (const type of ['text/plain', 'application/merge-patch+json']) {
+      const unsupported = await app.inject({ method: 'POST', url: '/plants/batch', headers: { ...bearer(), 'content-type': type }, payload: operations })
+      expectError(unsupported, 415, 'Content-Type must be application/json')
+    }
+    const unlabelled = await app.inject({ method: 'POST', url: '/plants/batch', headers: bearer(), payload: operations })
+    expectError(unlabelled, 415, 'Content-Type must be application/json')
+    expect((await app.inject({ method: 'GET', url: '/plants/1', headers: bearer() })).statusCode).toBe(404)
     const refused = await app.inject({ method: 'POST', url: '/plants/batch', headers: { ...bearer('reader-token'), 'content-type': 'application/json' }, payload: '{}' })
     expectError(refused, 403, 'this token lacks the scope "plants:write", which this operation needs')
     const reading = await app.inject({ method: 'GET', url: '/plants/batch', headers: bearer('reader-token') })

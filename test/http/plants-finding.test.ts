@@ -86,6 +86,17 @@ describe.each(backends)('Finding plants on $name', (backend) => {
     expect(response.headers['x-total-count']).toBe(String(ids.length))
   })
 
+  it('takes a q of 100 characters, counted as characters: 100 seedlings are 200 UTF-16 units', async () => {
+    const app = await build()
+    const seedlings = '\u{1F331}'.repeat(100)
+    await createAll(app, [{ id: 1, name: `${seedlings}!` }, { id: 2, name: '\u{1F331}'.repeat(99) }])
+
+    const response = await get(app, `/plants?q=${encodeURIComponent(seedlings)}`, { prefer: 'count=exact' })
+
+    expect({ status: response.statusCode, body: response.json() as unknown, count: response.headers['x-total-count'] })
+      .toEqual({ status: 200, body: [{ id: 1, name: `${seedlings}!` }], count: '1' })
+  })
+
   it('continues a name order through an opaque cursor in its Link, keeping every parameter given', async () => {
     const app = await build()
     await createAll(app, [
