@@ -1,5 +1,6 @@
-import { plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed, PlantstoreError } from '../errors.js'
+import { invalidRequest, plantIdConflict, plantIdMismatch, plantNotFound, preconditionFailed, PlantstoreError } from '../errors.js'
 import type { BatchOperation } from '../schemas/batch.js'
+import { batchOperationViolation } from '../schemas/violations.js'
 import { plantJson } from '../store/plant-document.js'
 import { outcomeOfMeeting, plantRecord, sameState, type PlantPatchRecord, type PlantRecord } from '../store/plant-store.js'
 import { decideChange, type PlannedChange, type WritePlan } from '../store/write-operations.js'
@@ -25,11 +26,11 @@ export function operationError (index: number, error: PlantstoreError): Plantsto
 }
 
 /**
- * Reads a validated operation (the body's schema holds each to its single request's rules). What only
- * the combination of its members can break is checked here: an `id` in a PUT's or PATCH's body must be
+ * Reads an operation that keeps its single request's rules (batchOperationViolation). What only the
+ * combination of its members can break is checked here: an `id` in a PUT's or PATCH's body must be
  * the operation's, and its preconditions must be entity tags. Throws the 400 naming the operation.
  */
-export function plannedOperation (operation: BatchOperation, index: number): PlannedOperation {
+function plannedOperation (operation: BatchOperation, index: number): PlannedOperation {
   try {
     const preconditions = preconditionsFrom(operation.ifMatch, operation.ifNoneMatch, { ifMatch: 'ifMatch', ifNoneMatch: 'ifNoneMatch' })
     const body = operation.body ?? {}
@@ -59,6 +60,26 @@ function operationId (operation: BatchOperation): bigint {
   const bodyId = operation.body?.id as number | bigint | undefined
   if (bodyId !== undefined && BigInt(bodyId) !== id) throw plantIdMismatch(id, BigInt(bodyId))
   return id
+}
+
+/**
+ * The batch's operations read in order, up to the first that breaks its single request's rules: the ones
+ * before it, and its 400 (undefined when none does). Those before it may still fail on the plants they
+ * meet, and then fail first.
+ */
+export function plannedOperations (operations: readonly BatchOperation[]): { readonly planned: PlannedOperation[], readonly malformed?: PlantstoreError } {
+  const planned: PlannedOperation[] = []
+  for (const [index, operation] of operations.entries()) {
+    const violation = batchOperationViolation(operation)
+    if (violation !== undefined) return { planned, malformed: invalidRequest(`operations[${index}]: ${violation}`) }
+    try {
+      planned.push(plannedOperation(operation, index))
+    } catch (error) {
+      if (!(error instanceof PlantstoreError)) throw error
+      return { planned, malformed: error }
+    }
+  }
+  return { planned }
 }
 
 export function plannedId (operation: PlannedOperation): bigint {

@@ -9,7 +9,7 @@ import { batchKeptChanging } from '../errors.js'
 import { bearerSecurity } from './docs.js'
 import { entityTagOf } from './entity-tags.js'
 import { jsonString } from '../json-text.js'
-import { decideBatch, plannedId, plannedOperation, type OperationResult } from './batch-decisions.js'
+import { decideBatch, plannedId, plannedOperations, type OperationResult } from './batch-decisions.js'
 import { answerUnmatched } from './method-not-allowed.js'
 import { authenticatedOperationErrors, bodyErrors, errorResponses } from './responses.js'
 
@@ -80,8 +80,12 @@ export async function plantBatchRoutes (app: FastifyInstance, options: PlantBatc
     for (const { method } of operations) methods[method] = (methods[method] ?? 0) + 1
     const record: PlantBatchRecord = { operations: operations.length, methods, applied: false }
     request.plantBatch = record
-    const planned = operations.map(plannedOperation)
+    const { planned, malformed } = plannedOperations(operations)
     const ids = [...new Set(planned.map(plannedId))]
+    if (malformed !== undefined) {
+      const before = planned.length === 0 ? undefined : decideBatch(planned, await currentPlants(store, ids))
+      throw before !== undefined && 'failure' in before ? before.failure : malformed
+    }
     // A batch of POSTs only, most often of new plants, is first decided as if none of its ids held a
     // plant, unread: the store's compare-and-set tells when one does. Then, as after any other write
     // that came first, the batch is decided on the plants its ids hold.

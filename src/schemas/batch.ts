@@ -1,12 +1,14 @@
 import { Kind, Type, TypeRegistry, type Static } from '@sinclair/typebox'
 import { component, Int64, ref } from './kinds.js'
 import { NewPlant, PlantPatch, PlantReplacement, StoredPlant } from './plants.js'
-import { BATCH_METHODS, batchOperationViolation } from './violations.js'
+import { BATCH_METHODS, batchOperationShapeViolation } from './violations.js'
 
 /** The most operations one batch holds. */
 export const MAX_BATCH_OPERATIONS = 1000
 
-TypeRegistry.Set('BatchOperation', (_schema, value) => batchOperationViolation(value) === undefined)
+// The schema refuses only what is no operation (a body that is not a batch); the route holds each operation
+// to its single request's rules in order (batchOperationViolation), so an earlier operation's failure comes first.
+TypeRegistry.Set('BatchOperation', (_schema, value) => batchOperationShapeViolation(value) === undefined)
 
 const precondition = (header: string, meaning: string) => Type.Optional(Type.String({
   description: `The operation's \`${header}\`, as its single request would send it: ${meaning}`,

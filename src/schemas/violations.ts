@@ -31,7 +31,7 @@ export function describeViolation (error: ValueError, part: string, bareFields: 
   }
   switch (error.schema[Kind]) {
     case 'BatchOperation':
-      return `${field.replace(/\.(\d+)$/, '[$1]')}: ${batchOperationViolation(error.value) ?? 'is invalid'}`
+      return `${field.replace(/\.(\d+)$/, '[$1]')}: ${batchOperationShapeViolation(error.value) ?? 'is invalid'}`
     case 'Choice':
       return `${subject} must be one of ${(error.schema as unknown as { enum: string[] }).enum.join(', ')}`
     case 'Scope':
@@ -81,14 +81,25 @@ const BODY_CHECKS = {
 } as const
 
 /**
+ * Why an item of `operations` is no operation at all (not an object, an unknown `method`), which makes
+ * the body not a batch; undefined when it is one. In the words of batchOperationViolation.
+ */
+export function batchOperationShapeViolation (operation: unknown): string | undefined {
+  if (typeof operation !== 'object' || operation === null || Array.isArray(operation)) return 'must be a JSON object'
+  const { method } = operation as Record<string, unknown>
+  if (typeof method !== 'string' || !(BATCH_METHODS as readonly string[]).includes(method)) return `method must be one of ${BATCH_METHODS.join(', ')}`
+  return undefined
+}
+
+/**
  * Why a batch's operation breaks the rules of its single request, as the end of a sentence that starts
  * with the operation's place (`operations[3]: …`); undefined when it keeps them. Its body is held to the
  * body rules of the single request, in the same words.
  */
 export function batchOperationViolation (operation: unknown): string | undefined {
-  if (typeof operation !== 'object' || operation === null || Array.isArray(operation)) return 'must be a JSON object'
+  const shape = batchOperationShapeViolation(operation)
+  if (shape !== undefined) return shape
   const { method, id, body, ifMatch, ifNoneMatch } = operation as Record<string, unknown>
-  if (typeof method !== 'string' || !(BATCH_METHODS as readonly string[]).includes(method)) return `method must be one of ${BATCH_METHODS.join(', ')}`
   if (method !== 'POST') {
     if (id === undefined) return 'id is required'
     if (!isInt64(id)) return 'id must be an integer from -9223372036854775808 to 9223372036854775807'

@@ -97,6 +97,25 @@ describe.each(backends)('POST /plants/batch on $name', (backend) => {
     expect(await everyPlant(app)).toBe(before)
   })
 
+  const STALE = 'is not in the state the request\'s If-Match or If-None-Match expects; read it again for its current ETag'
+  it.each([
+    ['a missing plant before a malformed operation', [{ method: 'DELETE', id: 99 }, { method: 'POST', body: { id: 8, name: '' } }], 404, 'operations[0]: no plant has id 99'],
+    ['a malformed operation before a missing plant', [{ method: 'POST', body: { id: 8, name: '' } }, { method: 'DELETE', id: 99 }], 400, 'operations[0]: name must be at least 1 character long'],
+    ['a stale If-Match before an id that differs from its body\'s', [{ method: 'PUT', id: 2, body: { name: 'x' }, ifMatch: '"stale"' }, { method: 'PUT', id: 2, body: { id: 3, name: 'x' } }],
+      412, `operations[0]: plant 2 ${STALE}`],
+    ['a conflicting POST before an unreadable If-Match', [{ method: 'PUT', id: 6, body: { name: 'x' } }, { method: 'POST', body: { id: 1, name: 'Not fern' } }, { method: 'DELETE', id: 2, ifMatch: 'nope' }],
+      409, 'operations[1]: plant 1 already exists with a different name or tag'],
+    ['operations that would apply before a malformed one', [{ method: 'PUT', id: 6, body: { name: 'x' } }, { method: 'DELETE', id: 1 }, { method: 'DELETE', id: 2, ifMatch: 'nope' }],
+      400, 'operations[2]: ifMatch must be * or a comma-separated list of quoted entity tags, such as "xyzzy", W/"xyzzy"']
+  ])('answers the first failing operation, whether its form or the plant it meets fails it: %s', async (_case, operations, status, message) => {
+    const app = await build()
+    await seed(app)
+    const before = await everyPlant(app)
+
+    expectError(await batch(app, operations), status, message)
+    expect(await everyPlant(app)).toBe(before)
+  })
+
   it('answers a batch of POSTs only by what the store holds: new plants created, stored ones replayed, the first conflict named', async () => {
     const app = await build()
     await seed(app)
